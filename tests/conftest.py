@@ -1,0 +1,27 @@
+import os
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import dspy  # noqa: E402
+import pytest  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DEV_FILE = SHARED_DATA / "vista_human_eval" / "dev.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_lm_cache(tmp_path, monkeypatch):
+    """No test reads or writes the user's LM cache."""
+    monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path / "cache"))
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    yield
+
+
+@pytest.fixture
+def dev_file():
+    if not DEV_FILE.exists():
+        pytest.skip(f"benchmark data not found at {DEV_FILE}")
+    return DEV_FILE

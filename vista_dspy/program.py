@@ -1,0 +1,419 @@
+"""VISTA as a DSPy module: decompose each assistant turn, verify each claim, categorize the unverifiable ones,
+accumulate a knowledge store across turns.
+
+The turn loop is written once, as a generator that yields batches of stage calls; ``forward`` runs the batches
+with blocking calls and ``aforward`` awaits them concurrently. All per-dialogue state (knowledge store, history,
+usage) lives in that generator's locals, so one ``Vista`` instance can judge many dialogues at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedModelError
+
+from . import scoring
+from .schema import (
+    Category,
+    ClaimVerdict,
+    ContradictionVerdict,
+    Dialogue,
+    DialogueVerdict,
+    GoldClaim,
+    Stage,
+    Turn,
+    TurnVerdict,
+    Usage,
+    UsageCounts,
+)
+from .signatures import (
+    EMPTY_KNOWLEDGE,
+    NO_HISTORY,
+    NO_REFERENCE,
+    CheckContradiction,
+    Categorize,
+    Decompose,
+    Verify,
+    with_history,
+)
+
+SEED_PROGRAM = "seed"
+# Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
+FATAL_LM_ERRORS = (LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError)
+HISTORY_OMITTED = "(history not given)"
+
+
+def compiled_dir() -> Path:
+    return Path(str(resources.files("vista_dspy") / "compiled"))
+
+
+def render_history(turns: Sequence[Turn]) -> str:
+    if not turns:
+        return NO_HISTORY
+    return "\n".join(f"{turn.role}: {turn.text}" for turn in turns)
+
+
+def render_knowledge(knowledge: Sequence[str]) -> str:
+    if not knowledge:
+        return EMPTY_KNOWLEDGE
+    return "\n".join(f"{number}. {claim}" for number, claim in enumerate(knowledge, start=1))
+
+
+def clean_claims(claims: Sequence[Any]) -> tuple[list[str], int]:
+    """Strip, drop empty strings, and remove repeated claims (small models loop). Returns (claims, removed)."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    removed = 0
+    for claim in claims:
+        text = " ".join(str(claim).split())
+        if not text:
+            continue
+        key = re.sub(r"[^\w ]", "", text.lower())
+        if key in seen:
+            removed += 1
+            continue
+        seen.add(key)
+        kept.append(text)
+    return kept, removed
+
+
+@dataclass
+class StageCall:
+    stage: Stage
+    predictor: dspy.Predict
+    inputs: dict[str, Any]
+    signature: type[dspy.Signature] | None = None
+
+
+@dataclass
+class StageResult:
+    prediction: dspy.Prediction | None
+    error: str | None
+    usage: dict[str, UsageCounts] = field(default_factory=dict)
+
+
+def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
+    return {
+        model: UsageCounts(
+            calls=len(entries),
+            prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
+            completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
+        )
+        for model, entries in tracker.usage_data.items()
+    }
+
+
+def _describe(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:500]}"
+
+
+class Vista(dspy.Module):
+    """The VISTA evaluator.
+
+    Args:
+        use_context: VISTA+ctx — also give the dialogue history to Verify and Categorize (needed to catch
+            contradictions with earlier turns). Default False.
+        accumulate: keep a knowledge store of accepted claims across turns. False = the paper's -AC ablation
+            (Verify/Categorize see only the reference document; background facts are still used). Default True.
+        history_in_decompose: give the dialogue history to Decompose (False = the -history ablation).
+        zero_shot: ignore the program's demos in every stage (the zero-shot ablation).
+        seed_background: start the knowledge store with ``Dialogue.background`` facts. Default True.
+        check_contradictions: one extra call per judged turn asking whether it contradicts an earlier turn;
+            a contradiction makes the turn hallucinated. Default False.
+
+    Saved programs (``save``/``load``) hold demos and instructions of the four predictors, never an LM.
+    """
+
+    def __init__(
+        self,
+        *,
+        use_context: bool = False,
+        accumulate: bool = True,
+        history_in_decompose: bool = True,
+        zero_shot: bool = False,
+        seed_background: bool = True,
+        check_contradictions: bool = False,
+    ) -> None:
+        super().__init__()
+        self.decompose = dspy.Predict(Decompose)
+        self.verify = dspy.Predict(Verify)
+        self.categorize = dspy.Predict(Categorize)
+        self.contradiction = dspy.Predict(CheckContradiction)
+        self.use_context = use_context
+        self.accumulate = accumulate
+        self.history_in_decompose = history_in_decompose
+        self.zero_shot = zero_shot
+        self.seed_background = seed_background
+        self.check_contradictions = check_contradictions
+        self.program_name = "unsaved"
+
+    # ---- loading -------------------------------------------------------------------------------------------
+    @classmethod
+    def from_program(cls, program: str | Path | None = None, **options: Any) -> Vista:
+        """A Vista with a saved program loaded: a path to a JSON file, a name in ``vista_dspy/compiled/``, or
+        None for the shipped seed program."""
+        name = program or SEED_PROGRAM
+        path = Path(name)
+        if not path.suffix and not path.exists():
+            path = compiled_dir() / f"{name}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no saved program at {path}")
+        module = cls(**options)
+        module.load(str(path))
+        module.program_name = str(name)
+        return module
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "use_context": self.use_context,
+            "accumulate": self.accumulate,
+            "history_in_decompose": self.history_in_decompose,
+            "zero_shot": self.zero_shot,
+            "seed_background": self.seed_background,
+            "check_contradictions": self.check_contradictions,
+        }
+
+    # ---- public entry points -------------------------------------------------------------------------------
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self._drive(self._judge(dialogue, given=None))
+
+    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue, given=None))
+
+    def judge_claims(
+        self, dialogue: Dialogue, claims_per_turn: Mapping[int, Sequence[str | GoldClaim]] | None = None
+    ) -> DialogueVerdict:
+        """Verify and categorize GIVEN claims instead of decomposing (the paper's claim-accuracy protocol).
+
+        ``claims_per_turn`` maps a turn index to its claims; None takes the gold claims of every judged turn
+        (then every judged turn must have them). Turns not in the mapping are decomposed as usual. Gold claims
+        carry their category into ``ClaimVerdict.gold_category``.
+        """
+        return self._drive(self._judge(dialogue, given=self._given(dialogue, claims_per_turn)))
+
+    async def ajudge_claims(
+        self, dialogue: Dialogue, claims_per_turn: Mapping[int, Sequence[str | GoldClaim]] | None = None
+    ) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue, given=self._given(dialogue, claims_per_turn)))
+
+    @staticmethod
+    def _given(
+        dialogue: Dialogue, claims_per_turn: Mapping[int, Sequence[str | GoldClaim]] | None
+    ) -> dict[int, list[str | GoldClaim]]:
+        if claims_per_turn is not None:
+            return {int(k): list(v) for k, v in claims_per_turn.items()}
+        given: dict[int, list[str | GoldClaim]] = {}
+        for index in dialogue.judged_turns:
+            gold = dialogue.turns[index].gold
+            if gold is None or gold.claims is None:
+                raise ValueError(f"dialogue {dialogue.id!r}, turn {index}: no gold claims to judge")
+            given[index] = list(gold.claims)
+        return given
+
+    # ---- drivers -------------------------------------------------------------------------------------------
+    def _drive(self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            # Claims of one turn back to back: a local server reuses the cached prompt prefix.
+            results = [self._call(call) for call in batch]
+
+    async def _adrive(
+        self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]
+    ) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
+
+    def _kwargs(self, call: StageCall) -> dict[str, Any]:
+        kwargs = dict(call.inputs)
+        if call.signature is not None:
+            kwargs["signature"] = call.signature
+        if self.zero_shot:
+            kwargs["demos"] = []
+        return kwargs
+
+    def _call(self, call: StageCall) -> StageResult:
+        with dspy.track_usage() as tracker:
+            try:
+                prediction, error = call.predictor(**self._kwargs(call)), None
+            except FATAL_LM_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
+                prediction, error = None, _describe(exc)
+        return StageResult(prediction, error, _usage_of(tracker))
+
+    async def _acall(self, call: StageCall) -> StageResult:
+        with dspy.track_usage() as tracker:
+            try:
+                prediction, error = await call.predictor.acall(**self._kwargs(call)), None
+            except FATAL_LM_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                prediction, error = None, _describe(exc)
+        return StageResult(prediction, error, _usage_of(tracker))
+
+    # ---- the method ----------------------------------------------------------------------------------------
+    def _judge(
+        self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None
+    ) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+        seed = list(dialogue.background) if self.seed_background else []
+        knowledge: list[str] = list(seed)
+        usage = Usage()
+        errors: list[str] = []
+        verdicts: list[TurnVerdict] = []
+        verify_signature = with_history(self.verify.signature) if self.use_context else None
+        categorize_signature = with_history(self.categorize.signature) if self.use_context else None
+
+        def account(stage: str, result: StageResult) -> StageResult:
+            for model, counts in result.usage.items():
+                usage.add(stage, model, counts)
+            return result
+
+        for index, turn in enumerate(dialogue.turns):
+            if turn.role == "user":
+                continue
+            history = render_history(dialogue.turns[:index])
+
+            # 1. Claims: given, or decomposed.
+            claims: list[str | GoldClaim]
+            decompose_error: str | None = None
+            removed = 0
+            if given is not None and index in given:
+                claims, source = given[index], "given"
+            else:
+                source = "decomposed"
+                inputs = {"history": history if self.history_in_decompose else HISTORY_OMITTED, "turn": turn.text}
+                [result] = yield [StageCall("decompose", self.decompose, inputs)]
+                account("decompose", result)
+                if result.error is not None:
+                    decompose_error, claims = f"decompose failed: {result.error}", []
+                else:
+                    claims, removed = clean_claims(result.prediction.claims or [])
+
+            texts = [c.text if isinstance(c, GoldClaim) else c for c in claims]
+            if not turn.judged:
+                # Background (VISTA's "N/A"): the turn's claims become common ground, unjudged.
+                if decompose_error is not None:
+                    errors.append(f"turn {index} (background): {decompose_error}")
+                knowledge.extend(texts)
+                continue
+
+            # 2. Verify every claim against the reference and the store as it stood BEFORE this turn.
+            # Under -AC only the seeded background is ever shown.
+            snapshot = list(knowledge) if self.accumulate else seed
+            evidence = {
+                "reference": turn.grounding.document or NO_REFERENCE,
+                "knowledge": render_knowledge(snapshot),
+            }
+            if self.use_context:
+                evidence["history"] = history
+            batch = [StageCall("verify", self.verify, {**evidence, "claim": t}, verify_signature) for t in texts]
+            if self.check_contradictions:
+                batch.append(StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text}))
+            results = [account(call.stage, r) for call, r in zip(batch, (yield batch))]
+            verified = results[: len(texts)]
+            contradiction = self._contradiction(results[len(texts)]) if self.check_contradictions else None
+
+            # 3. Categorize the claims that were not verified.
+            pending = [i for i, r in enumerate(verified) if r.error is None and r.prediction.label != "VERIFIED"]
+            batch = [
+                StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, categorize_signature)
+                for i in pending
+            ]
+            categorized = dict(zip(pending, [account("categorize", r) for r in (yield batch)] if batch else []))
+
+            claim_verdicts = [
+                self._claim_verdict(claim, verified[i], categorized.get(i)) for i, claim in enumerate(claims)
+            ]
+            categories = [c.category for c in claim_verdicts]
+            verdicts.append(
+                TurnVerdict(
+                    turn_index=index,
+                    text=turn.text,
+                    grounding=turn.grounding.kind,
+                    claims=claim_verdicts,
+                    claims_source=source,
+                    label=scoring.turn_label(
+                        categories,
+                        failed=decompose_error is not None or bool(contradiction and contradiction.error),
+                        contradiction=bool(contradiction and contradiction.contradicts),
+                    ),
+                    score=scoring.turn_score(categories),
+                    knowledge=snapshot,
+                    contradiction=contradiction,
+                    duplicates_removed=removed,
+                    error=decompose_error,
+                    gold_label=turn.gold.label if turn.gold else None,
+                )
+            )
+            # 4. Accumulate after the whole turn: claims of one turn never see each other.
+            knowledge.extend(
+                c.claim for c in claim_verdicts if c.category in (Category.VERIFIED, Category.OUT_OF_SCOPE)
+            )
+
+        return DialogueVerdict(
+            dialogue_id=dialogue.id,
+            turns=verdicts,
+            score=scoring.micro_score(verdicts),
+            usage=usage,
+            errors=errors,
+            program=self.program_name,
+            model=_current_model(),
+            options=self.options(),
+            source=dialogue.source,
+        )
+
+    @staticmethod
+    def _claim_verdict(claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None) -> ClaimVerdict:
+        text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
+        if verified.error is not None:
+            return ClaimVerdict(
+                claim=text, category=Category.ERROR, stage="verify", error=verified.error, gold_category=gold
+            )
+        if verified.prediction.label == "VERIFIED":
+            return ClaimVerdict(
+                claim=text,
+                category=Category.VERIFIED,
+                explanation=verified.prediction.explanation or "",
+                stage="verify",
+                gold_category=gold,
+            )
+        if categorized is None or categorized.error is not None:
+            error = categorized.error if categorized else "no categorize result"
+            return ClaimVerdict(claim=text, category=Category.ERROR, stage="categorize", error=error, gold_category=gold)
+        return ClaimVerdict(
+            claim=text,
+            category=Category(categorized.prediction.category),
+            explanation=categorized.prediction.explanation or "",
+            stage="categorize",
+            gold_category=gold,
+        )
+
+    @staticmethod
+    def _contradiction(result: StageResult) -> ContradictionVerdict:
+        if result.error is not None:
+            return ContradictionVerdict(contradicts=None, error=result.error)
+        return ContradictionVerdict(
+            contradicts=bool(result.prediction.contradicts), explanation=result.prediction.explanation or ""
+        )
+
+
+def _current_model() -> str | None:
+    lm = dspy.settings.lm
+    return getattr(lm, "model", None) if lm is not None else None

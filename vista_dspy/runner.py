@@ -1,0 +1,160 @@
+"""Batch evaluation: dialogues in parallel threads, each verdict appended to a JSONL file the moment it is done,
+resume on rerun, and a summary at the end.
+
+Output directory layout:
+    run.json        the settings of the run (a rerun with other settings is refused)
+    verdicts.jsonl  one DialogueVerdict per line, in completion order
+    summary.json    scoring.summarize() over the input's dialogues, in input order
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+from pydantic import ValidationError
+
+from . import scoring
+from .program import Vista
+from .schema import Dialogue, DialogueVerdict
+
+VERDICTS = "verdicts.jsonl"
+SUMMARY = "summary.json"
+RUN = "run.json"
+
+
+class RunConflict(Exception):
+    """The output directory holds a run made with different settings."""
+
+
+@dataclass
+class RunResult:
+    verdicts: list[DialogueVerdict]
+    summary: dict[str, Any]
+    resumed: int = 0
+    out_dir: Path | None = None
+    interrupted: bool = False
+    pending: list[str] = field(default_factory=list)
+
+
+def read_verdicts(path: Path) -> list[DialogueVerdict]:
+    """Verdicts already written. A torn last line (the process died mid-write) is cut off the file."""
+    if not path.exists():
+        return []
+    verdicts: list[DialogueVerdict] = []
+    good_bytes = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            try:
+                verdicts.append(DialogueVerdict.model_validate_json(raw))
+            except ValidationError:
+                if raw.endswith(b"\n"):
+                    raise RunConflict(f"{path}: line {len(verdicts) + 1} is not a dialogue verdict") from None
+                break  # torn tail
+            good_bytes += len(raw)
+    if good_bytes != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good_bytes)
+    return verdicts
+
+
+def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
+    path = out_dir / RUN
+    if path.exists():
+        previous = json.loads(path.read_text())
+        changed = [k for k in sorted(set(settings) | set(previous)) if settings.get(k) != previous.get(k)]
+        if changed:
+            details = "; ".join(f"{k}: {previous.get(k)!r} -> {settings.get(k)!r}" for k in changed)
+            raise RunConflict(
+                f"{out_dir} holds a run with other settings ({details}). Use another --out, or --overwrite."
+            )
+    else:
+        path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+def evaluate(
+    dialogues: Sequence[Dialogue],
+    program: Vista,
+    lm: dspy.BaseLM,
+    *,
+    adapter: dspy.Adapter | None = None,
+    out_dir: Path | None = None,
+    settings: dict[str, Any] | None = None,
+    threads: int = 1,
+    judge_given_claims: bool = False,
+    on_done: Callable[[DialogueVerdict], None] | None = None,
+) -> RunResult:
+    """Judge ``dialogues`` with ``program`` and ``lm``; write and resume under ``out_dir`` when given.
+
+    ``settings`` (any JSON-able dict describing the run) is stored in run.json; a rerun into the same directory
+    must have the same settings and re-asks only the dialogues without a verdict. KeyboardInterrupt stops
+    submitting work, keeps everything finished, and returns with ``interrupted=True``.
+    """
+    adapter = adapter or dspy.JSONAdapter()
+    done: dict[str, DialogueVerdict] = {}
+    handle = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _check_run(out_dir, settings or {})
+        wanted = {d.id for d in dialogues}
+        done = {v.dialogue_id: v for v in read_verdicts(out_dir / VERDICTS) if v.dialogue_id in wanted}
+        handle = (out_dir / VERDICTS).open("a", encoding="utf-8")
+    resumed = len(done)
+    todo = [d for d in dialogues if d.id not in done]
+
+    def judge(dialogue: Dialogue) -> DialogueVerdict:
+        with dspy.context(lm=lm, adapter=adapter):
+            return program.judge_claims(dialogue) if judge_given_claims else program(dialogue)
+
+    def record(verdict: DialogueVerdict) -> None:
+        done[verdict.dialogue_id] = verdict
+        if handle is not None:
+            handle.write(verdict.model_dump_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        if on_done is not None:
+            on_done(verdict)
+
+    interrupted = False
+    executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vista")
+    try:
+        pending_ids = iter(todo)
+        running: dict[Future, str] = {}
+        # Submit lazily, at most `threads` at a time, so an interrupt leaves nothing queued.
+        for dialogue in pending_ids:
+            running[executor.submit(judge, dialogue)] = dialogue.id
+            if len(running) >= max(1, threads):
+                break
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                running.pop(future)
+                record(future.result())
+                nxt = next(pending_ids, None)
+                if nxt is not None:
+                    running[executor.submit(judge, nxt)] = nxt.id
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        executor.shutdown(wait=not interrupted, cancel_futures=True)
+        if handle is not None:
+            handle.close()
+
+    verdicts = [done[d.id] for d in dialogues if d.id in done]
+    summary = scoring.summarize(verdicts)
+    if out_dir is not None and not interrupted:
+        (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return RunResult(
+        verdicts=verdicts,
+        summary=summary,
+        resumed=resumed,
+        out_dir=out_dir,
+        interrupted=interrupted,
+        pending=[d.id for d in dialogues if d.id not in done],
+    )

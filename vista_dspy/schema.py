@@ -1,0 +1,222 @@
+"""Typed records for dialogues going in and verdicts coming out.
+
+Everything that crosses a module boundary (loaders -> program -> scoring -> reports) is one of these
+pydantic models, so every record round-trips through JSON unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+
+class Category(str, Enum):
+    """The verdict on one claim. ERROR means no verdict could be obtained (never silently dropped)."""
+
+    VERIFIED = "VERIFIED"
+    OUT_OF_SCOPE = "OUT-OF-SCOPE"
+    ABSTENTION = "ABSTENTION"
+    CONTRADICTED = "CONTRADICTED"
+    LACKING_EVIDENCE = "LACKING EVIDENCE"
+    ERROR = "ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SAFE_CATEGORIES = frozenset({Category.VERIFIED, Category.OUT_OF_SCOPE, Category.ABSTENTION})
+UNSAFE_CATEGORIES = frozenset({Category.CONTRADICTED, Category.LACKING_EVIDENCE})
+# The five categories a judge (human or model) can assign; ERROR is ours.
+JUDGED_CATEGORIES = (
+    Category.VERIFIED,
+    Category.OUT_OF_SCOPE,
+    Category.ABSTENTION,
+    Category.CONTRADICTED,
+    Category.LACKING_EVIDENCE,
+)
+
+TurnLabel = Literal["faithful", "hallucinated", "unknown"]
+GoldLabel = Literal["faithful", "hallucinated"]
+Stage = Literal["decompose", "verify", "categorize", "contradiction"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, use_enum_values=False)
+
+
+class Grounding(_Record):
+    """What an assistant turn is judged against.
+
+    - ``document``: the turn's reference document plus the knowledge store;
+    - ``knowledge_only``: no document, judged against the knowledge store alone
+      (VISTA's missing / "NONE" / "Prompt Information");
+    - ``background``: not judged; the turn's claims join the knowledge store as common ground (VISTA's "N/A").
+    """
+
+    kind: Literal["document", "knowledge_only", "background"]
+    document: str | None = None
+
+    @model_validator(mode="after")
+    def _document_iff_kind(self) -> Grounding:
+        if self.kind == "document":
+            if not self.document or not self.document.strip():
+                raise ValueError("a 'document' grounding needs a non-empty document text")
+        elif self.document is not None:
+            raise ValueError(f"a '{self.kind}' grounding takes no document text")
+        return self
+
+    @classmethod
+    def from_document(cls, text: str) -> Grounding:
+        return cls(kind="document", document=text)
+
+    @classmethod
+    def knowledge_only(cls) -> Grounding:
+        return cls(kind="knowledge_only")
+
+    @classmethod
+    def background(cls) -> Grounding:
+        return cls(kind="background")
+
+    @property
+    def judged(self) -> bool:
+        return self.kind != "background"
+
+
+class GoldClaim(_Record):
+    text: str = Field(min_length=1)
+    category: Category
+
+    @model_validator(mode="after")
+    def _judged_category(self) -> GoldClaim:
+        if self.category == Category.ERROR:
+            raise ValueError("a gold claim cannot be labelled ERROR")
+        return self
+
+
+class TurnGold(_Record):
+    """Human annotations of one turn, when the input file has them."""
+
+    label: GoldLabel | None = None
+    claims: list[GoldClaim] | None = None
+    original_label: GoldLabel | None = None
+
+
+class Turn(_Record):
+    role: Literal["user", "assistant"]
+    text: str
+    # Only assistant turns carry a grounding; a missing one means "judge against the knowledge store only".
+    grounding: Grounding | None = None
+    gold: TurnGold | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _grounding_for_assistant(self) -> Turn:
+        if self.role == "user":
+            if self.grounding is not None:
+                raise ValueError("user turns are never judged and take no grounding")
+            if self.gold is not None:
+                raise ValueError("user turns are never judged and take no gold annotations")
+        elif self.grounding is None:
+            self.grounding = Grounding.knowledge_only()
+        return self
+
+    @property
+    def judged(self) -> bool:
+        return self.role == "assistant" and self.grounding is not None and self.grounding.judged
+
+
+class Dialogue(_Record):
+    id: str = Field(min_length=1)
+    turns: list[Turn] = Field(min_length=1)
+    # Facts that seed the knowledge store before the first turn (e.g. an agent persona).
+    background: list[str] = Field(default_factory=list)
+    source: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def judged_turns(self) -> list[int]:
+        return [i for i, turn in enumerate(self.turns) if turn.judged]
+
+
+class UsageCounts(_Record):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: UsageCounts) -> UsageCounts:
+        return UsageCounts(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class Usage(_Record):
+    """LM calls and tokens that reached a model (cache hits are not calls), per stage and per model."""
+
+    by_stage: dict[str, UsageCounts] = Field(default_factory=dict)
+    by_model: dict[str, UsageCounts] = Field(default_factory=dict)
+
+    def add(self, stage: str, model: str, counts: UsageCounts) -> None:
+        self.by_stage[stage] = self.by_stage.get(stage, UsageCounts()) + counts
+        self.by_model[model] = self.by_model.get(model, UsageCounts()) + counts
+
+    def merge(self, other: Usage) -> None:
+        for stage, counts in other.by_stage.items():
+            self.by_stage[stage] = self.by_stage.get(stage, UsageCounts()) + counts
+        for model, counts in other.by_model.items():
+            self.by_model[model] = self.by_model.get(model, UsageCounts()) + counts
+
+    @property
+    def total(self) -> UsageCounts:
+        return sum(self.by_stage.values(), UsageCounts())
+
+
+class ClaimVerdict(_Record):
+    claim: str
+    category: Category
+    explanation: str = ""
+    # The stage that decided: verify (VERIFIED), categorize (the other four), or the stage that failed (ERROR).
+    stage: Stage
+    error: str | None = None
+    # Set when the claim came from gold annotations (claim-accuracy protocol).
+    gold_category: Category | None = None
+
+
+class ContradictionVerdict(_Record):
+    contradicts: bool | None
+    explanation: str = ""
+    error: str | None = None
+
+
+class TurnVerdict(_Record):
+    turn_index: int
+    text: str
+    grounding: Literal["document", "knowledge_only"]
+    claims: list[ClaimVerdict]
+    claims_source: Literal["decomposed", "given"]
+    label: TurnLabel
+    score: float | None
+    # The numbered knowledge store exactly as the judge saw it for this turn.
+    knowledge: list[str]
+    contradiction: ContradictionVerdict | None = None
+    duplicates_removed: int = 0
+    error: str | None = None
+    gold_label: GoldLabel | None = None
+
+
+class DialogueVerdict(_Record):
+    schema_version: int = SCHEMA_VERSION
+    dialogue_id: str
+    turns: list[TurnVerdict]
+    score: float | None
+    usage: Usage = Field(default_factory=Usage)
+    # Failures outside judged turns (e.g. a background turn that could not be decomposed).
+    errors: list[str] = Field(default_factory=list)
+    program: str | None = None
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    source: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,157 @@
+"""Pure scoring: turn labels, VISTA scores, and agreement with gold annotations. No LM here.
+
+Definitions (DESIGN.md):
+- safe = VERIFIED, OUT-OF-SCOPE, ABSTENTION; unsafe = CONTRADICTED, LACKING EVIDENCE.
+- A turn is ``hallucinated`` iff some claim is unsafe (or the contradiction check fired); otherwise ``unknown``
+  if any claim (or the decomposition) failed, otherwise ``faithful``. A turn without claims is faithful.
+- VISTA score = safe claims / judged claims (ERROR claims are not judged); ``None`` when nothing was judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+
+from .schema import (
+    JUDGED_CATEGORIES,
+    SAFE_CATEGORIES,
+    UNSAFE_CATEGORIES,
+    Category,
+    DialogueVerdict,
+    TurnLabel,
+    TurnVerdict,
+    Usage,
+)
+
+
+def turn_label(categories: Iterable[Category], *, failed: bool = False, contradiction: bool = False) -> TurnLabel:
+    """Label of one turn from its claim categories. ``failed``: the turn could not be decomposed."""
+    categories = list(categories)
+    if contradiction or any(c in UNSAFE_CATEGORIES for c in categories):
+        return "hallucinated"
+    if failed or any(c == Category.ERROR for c in categories):
+        return "unknown"
+    return "faithful"
+
+
+def safe_and_judged(categories: Iterable[Category]) -> tuple[int, int]:
+    categories = [c for c in categories if c != Category.ERROR]
+    return sum(c in SAFE_CATEGORIES for c in categories), len(categories)
+
+
+def ratio(safe: int, judged: int) -> float | None:
+    return safe / judged if judged else None
+
+
+def turn_score(categories: Iterable[Category]) -> float | None:
+    return ratio(*safe_and_judged(categories))
+
+
+def micro_score(turns: Iterable[TurnVerdict]) -> float | None:
+    """Micro-average VISTA score over turns (every judged claim weighs the same)."""
+    safe = judged = 0
+    for turn in turns:
+        s, j = safe_and_judged(c.category for c in turn.claims)
+        safe, judged = safe + s, judged + j
+    return ratio(safe, judged)
+
+
+def all_turns(verdicts: Iterable[DialogueVerdict]) -> list[TurnVerdict]:
+    return [turn for verdict in verdicts for turn in verdict.turns]
+
+
+def turn_metrics(predicted: Sequence[TurnLabel], gold: Sequence[str]) -> dict[str, Any]:
+    """Turn-level detection of hallucinated turns (positive class = hallucinated).
+
+    ``unknown`` predictions are reported twice: counted wrong (``accuracy``; for P/R/F1 an unknown counts as the
+    label opposite to gold) and excluded (``accuracy_excluding_unknown``).
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold labels")
+    n = len(gold)
+    if n == 0:
+        return {"turns": 0}
+    flip = {"faithful": "hallucinated", "hallucinated": "faithful"}
+    counted_wrong = [flip[g] if p == "unknown" else p for p, g in zip(predicted, gold)]
+    known = [(p, g) for p, g in zip(predicted, gold) if p != "unknown"]
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        gold, counted_wrong, labels=["hallucinated"], average=None, zero_division=0
+    )
+    return {
+        "turns": n,
+        "unknown": n - len(known),
+        "accuracy": float(accuracy_score(gold, counted_wrong)),
+        "accuracy_excluding_unknown": float(accuracy_score(*zip(*known))) if known else None,
+        "precision_hallucinated": float(precision[0]),
+        "recall_hallucinated": float(recall[0]),
+        "f1_hallucinated": float(f1[0]),
+        # Trivial baselines on the same turns, to read every accuracy against.
+        "always_hallucinated_accuracy": sum(g == "hallucinated" for g in gold) / n,
+        "always_faithful_accuracy": sum(g == "faithful" for g in gold) / n,
+    }
+
+
+def claim_metrics(predicted: Sequence[Category], gold: Sequence[Category]) -> dict[str, Any]:
+    """Agreement of claim categories with gold categories for the same claims (ERROR counts as wrong)."""
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold categories")
+    if not gold:
+        return {"claims": 0}
+    labels = [c.value for c in JUDGED_CATEGORIES]
+    pred = [c.value for c in predicted]
+    true = [c.value for c in gold]
+    precision, recall, f1, support = precision_recall_fscore_support(
+        true, pred, labels=labels, average=None, zero_division=0
+    )
+    return {
+        "claims": len(gold),
+        "errors": sum(c == Category.ERROR for c in predicted),
+        "accuracy": float(accuracy_score(true, pred)),
+        "macro_f1": float(f1_score(true, pred, labels=labels, average="macro", zero_division=0)),
+        "per_category": {
+            label: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for label, p, r, f, s in zip(labels, precision, recall, f1, support)
+        },
+    }
+
+
+def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
+    """Dataset-level summary: label counts, micro VISTA score, category counts, usage, and gold agreement."""
+    turns = all_turns(verdicts)
+    usage = Usage()
+    for verdict in verdicts:
+        usage.merge(verdict.usage)
+    categories: dict[str, int] = {c.value: 0 for c in Category}
+    for turn in turns:
+        for claim in turn.claims:
+            categories[claim.category.value] += 1
+    labels = {label: sum(t.label == label for t in turns) for label in ("faithful", "hallucinated", "unknown")}
+    summary: dict[str, Any] = {
+        "dialogues": len(verdicts),
+        "judged_turns": len(turns),
+        "claims": sum(len(t.claims) for t in turns),
+        "turn_labels": labels,
+        "vista_score": micro_score(turns),
+        "categories": categories,
+        "errors": {
+            "claims": categories[Category.ERROR.value],
+            "turns_failed": sum(t.error is not None for t in turns),
+            "dialogue_errors": sum(len(v.errors) for v in verdicts),
+        },
+        "usage": {
+            "total": usage.total.model_dump(),
+            "by_stage": {k: v.model_dump() for k, v in usage.by_stage.items()},
+            "by_model": {k: v.model_dump() for k, v in usage.by_model.items()},
+        },
+    }
+    gold_turns = [t for t in turns if t.gold_label is not None]
+    if gold_turns:
+        summary["turn_metrics"] = turn_metrics([t.label for t in gold_turns], [t.gold_label for t in gold_turns])
+    gold_claims = [c for t in turns for c in t.claims if c.gold_category is not None]
+    if gold_claims:
+        summary["claim_metrics"] = claim_metrics(
+            [c.category for c in gold_claims], [c.gold_category for c in gold_claims]
+        )
+    return summary

@@ -1,0 +1,102 @@
+"""The DSPy Signatures of VISTA's stages. Each docstring is the instruction the model sees.
+
+Long, stable inputs (reference document, knowledge store, history) come before the claim so that an
+inference server can reuse the cached prompt prefix across the claims of one turn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+
+VerifyLabel = Literal["VERIFIED", "UNVERIFIABLE"]
+UnverifiableCategory = Literal["CONTRADICTED", "OUT-OF-SCOPE", "LACKING EVIDENCE", "ABSTENTION"]
+
+NO_REFERENCE = "(no reference document for this turn: use the knowledge store only)"
+EMPTY_KNOWLEDGE = "(empty)"
+NO_HISTORY = "(this is the first turn)"
+
+
+class Decompose(dspy.Signature):
+    """Break the assistant's target turn into atomic claims: short, self-contained statements that each carry one
+    piece of information the assistant conveys.
+
+    Rules:
+    - Replace pronouns and vague references with the names they stand for, using the dialogue history, so that
+      each claim can be read on its own. Refer to the speakers as "the assistant" and "the user".
+    - Split lists and compound sentences: one fact per claim.
+    - Make presuppositions and implicatures explicit as claims of their own (e.g. "He stopped touring in 1990"
+      presupposes that he used to tour; "I know Lisbon is hilly" presupposes that Lisbon is hilly).
+    - Keep opinions, preferences, recommendations, personal experiences and statements of uncertainty or refusal
+      as claims too, attributed to the assistant.
+    - A question on its own states nothing: it yields no claim. Greetings and thanks yield no claim unless they
+      imply something about the world.
+    - Do not judge whether a claim is true; only extract it. Do not repeat a claim.
+    """
+
+    history: str = dspy.InputField(desc="earlier turns of the dialogue, one 'role: text' line each")
+    turn: str = dspy.InputField(desc="the assistant turn to decompose")
+    claims: list[str] = dspy.OutputField(desc="the atomic claims, in order; an empty list if there are none")
+
+
+class Verify(dspy.Signature):
+    """Decide whether a claim is directly supported by the sources.
+
+    The sources are the reference document and the knowledge store (claims established earlier in the same
+    dialogue). Answer VERIFIED only if the sources state the claim or something that plainly entails it
+    (paraphrases count). Otherwise answer UNVERIFIABLE: a claim the sources do not mention, a claim they
+    contradict, an opinion, a recommendation, a personal experience or a refusal. Do not use your own knowledge
+    of the world, even if you believe the claim is true.
+    """
+
+    reference: str = dspy.InputField(desc="the reference document retrieved for this turn")
+    knowledge: str = dspy.InputField(desc="the knowledge store: numbered claims accepted earlier in the dialogue")
+    claim: str = dspy.InputField(desc="the claim to verify")
+    explanation: str = dspy.OutputField(desc="one short sentence: which source supports the claim, or what is missing")
+    label: VerifyLabel = dspy.OutputField()
+
+
+class Categorize(dspy.Signature):
+    """A claim could not be verified from the sources. Say why, as exactly one category:
+
+    - CONTRADICTED: a factual assertion that conflicts with the reference document or the knowledge store.
+    - OUT-OF-SCOPE: not a factual assertion that could be checked: an opinion, preference, feeling,
+      recommendation, personal experience, or conversational remark.
+    - LACKING EVIDENCE: a factual assertion that the sources neither confirm nor deny (even if it may be true).
+    - ABSTENTION: the assistant declines to answer, says it does not know, or expresses uncertainty.
+
+    Use only the sources given, not your own knowledge of the world.
+    """
+
+    reference: str = dspy.InputField(desc="the reference document retrieved for this turn")
+    knowledge: str = dspy.InputField(desc="the knowledge store: numbered claims accepted earlier in the dialogue")
+    claim: str = dspy.InputField(desc="the claim that could not be verified")
+    explanation: str = dspy.OutputField(desc="one short sentence justifying the category")
+    category: UnverifiableCategory = dspy.OutputField()
+
+
+class CheckContradiction(dspy.Signature):
+    """Decide whether the assistant's new turn contradicts anything said earlier in the dialogue, by either
+    speaker. A contradiction is a statement that cannot be true together with an earlier one (a changed fact, a
+    reversed preference, an inconsistent detail). New information, changes of topic and answers to questions are
+    not contradictions.
+    """
+
+    history: str = dspy.InputField(desc="earlier turns of the dialogue, one 'role: text' line each")
+    turn: str = dspy.InputField(desc="the new assistant turn")
+    explanation: str = dspy.OutputField(desc="one short sentence: the conflicting statements, or why there is none")
+    contradicts: bool = dspy.OutputField()
+
+
+HISTORY_FIELD_DESC = "the dialogue so far, one 'role: text' line each (for contradictions with earlier turns)"
+
+
+def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """The +ctx variant of Verify/Categorize: the dialogue history is given too, just before the claim.
+
+    Built at call time from the predictor's own (possibly compiled) signature, so saved programs keep one
+    field layout whatever the switches.
+    """
+    index = list(signature.input_fields).index("claim")
+    return signature.insert(index, "history", dspy.InputField(desc=HISTORY_FIELD_DESC), type_=str)
