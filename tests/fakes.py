@@ -35,12 +35,7 @@ class RuleEngine:
     def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or [])
         prompt = request.messages[-1].text or ""
-        inputs = {name: value for name, value in FIELD.findall(prompt)}
-        stage = self._stage(system)
-        with self._lock:
-            self.requests.append((stage, inputs))
-        answer = getattr(self, stage)(inputs)
-        text = answer if isinstance(answer, str) else json.dumps(answer)
+        text = self.answer(system, prompt)
         return Response(
             id=None,
             model="fake-rules",
@@ -49,6 +44,14 @@ class RuleEngine:
             usage=Usage(input_tokens=len(system + prompt) // 4, output_tokens=len(text) // 4,
                         total_tokens=(len(system + prompt) + len(text)) // 4),
         )
+
+    def answer(self, system: str, prompt: str) -> str:
+        inputs = {name: value for name, value in FIELD.findall(prompt)}
+        stage = self._stage(system)
+        with self._lock:
+            self.requests.append((stage, inputs))
+        answer = getattr(self, stage)(inputs)
+        return answer if isinstance(answer, str) else json.dumps(answer)
 
     def stream(self, request):  # pragma: no cover - not used
         raise NotImplementedError
@@ -104,3 +107,51 @@ class RuleEngine:
 
 def rule_lm(engine: RuleEngine | None = None) -> dspy.LM:
     return dspy.LM("fake/rules", engine=engine or RuleEngine(), cache=False, num_retries=0)
+
+
+class FakeOpenAIServer:
+    """A stdlib OpenAI-compatible ``/v1/chat/completions`` server answering with ``RuleEngine`` (real HTTP path)."""
+
+    def __init__(self, engine: RuleEngine | None = None) -> None:
+        import http.server
+
+        self.engine = engine or RuleEngine()
+        engine = self.engine
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                messages = body["messages"]
+                system = "".join(m["content"] for m in messages if m["role"] == "system")
+                prompt = messages[-1]["content"]
+                if isinstance(prompt, list):
+                    prompt = "".join(part.get("text", "") for part in prompt)
+                text = engine.answer(system, prompt)
+                reply = {
+                    "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
+                              "total_tokens": (len(system + prompt) + len(text)) // 4},
+                }
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

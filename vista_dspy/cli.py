@@ -1,0 +1,182 @@
+"""The ``vista`` command: a thin layer over the library (the tests call the same functions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+app = typer.Typer(
+    help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+class Adapter(str, Enum):
+    json = "json"
+    chat = "chat"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@app.callback()
+def _root() -> None:
+    """VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program."""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+@app.command()
+def evaluate(
+    input: Annotated[Path, typer.Argument(help="Dialogues: VISTA's JSON format (optionally annotated) or JSONL of "
+                                               "Dialogue records.", show_default=False)],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
+                     help="Any DSPy/litellm model string: openai/gpt-4o, deepseek/deepseek-chat, "
+                          "hosted_vllm/<name>, ollama_chat/<name>, openai/<name> with --api-base ...")] = None,
+    api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",
+                        help="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama ...). The key, "
+                             "if any, comes from VISTA_API_KEY or OPENAI_API_KEY.")] = None,
+    program: Annotated[Optional[str], typer.Option(help="Saved program: a JSON path or a name in "
+                                                        "vista_dspy/compiled/. Default: the seed program.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (verdicts.jsonl, summary.json, run.json). "
+                                                     "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Dialogues judged in parallel.")] = 4,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")] = None,
+    judge_given_claims: Annotated[bool, typer.Option(help="Judge the gold claims of annotated turns instead of "
+                                                          "decomposing (claim accuracy).")] = False,
+    context: Annotated[bool, typer.Option("--context", help="VISTA+ctx: give the dialogue history to Verify "
+                                                              "and Categorize.")] = False,
+    accumulate: Annotated[bool, typer.Option(help="Keep the knowledge store across turns (--no-accumulate = "
+                                                  "the -AC ablation).")] = True,
+    history: Annotated[bool, typer.Option(help="Give the history to Decompose (--no-history = the ablation).")] = True,
+    zero_shot: Annotated[bool, typer.Option(help="Ignore the program's demos in every stage.")] = False,
+    contradiction_check: Annotated[bool, typer.Option(help="One more call per turn: does it contradict an earlier "
+                                                           "turn? A yes makes the turn hallucinated.")] = False,
+    background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
+                                                  "facts.")] = True,
+    adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers.")] = Adapter.json,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
+    cache: Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")] = True,
+    format: Annotated[Optional[str], typer.Option(help="Input format: vista or dialogues. Default: detected.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Discard an earlier run in --out instead of resuming it.")] = False,
+    show_claims: Annotated[Optional[bool], typer.Option(help="Print every claim's verdict (default: when at most "
+                                                             "3 dialogues).")] = None,
+    json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+) -> None:
+    """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
+    from dspy.utils.exceptions import LMError
+
+    from .data import InputError, load_dialogues
+    from .models import ModelConfig, use_cache_for
+    from .program import Vista
+    from .report import print_summary, print_verdict
+    from .runner import RUN, SUMMARY, VERDICTS, RunConflict, evaluate as run_evaluation
+
+    console = Console(stderr=json_summary)
+    try:
+        dialogues = load_dialogues(input, format)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    if limit is not None:
+        dialogues = dialogues[:limit]
+    if judge_given_claims:
+        missing = [f"{d.id} turn {i}" for d in dialogues for i in d.judged_turns
+                   if d.turns[i].gold is None or d.turns[i].gold.claims is None]
+        if missing:
+            raise fail(f"{input}: --judge-given-claims needs gold claims on every judged turn; missing in "
+                       f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    if not model:
+        raise fail("no model given: pass --model (e.g. openai/gpt-4o, or openai/<name> with --api-base URL) "
+                   "or set VISTA_MODEL")
+
+    config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                         cache=cache, adapter=adapter.value)
+    try:
+        judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
+                                   history_in_decompose=history, zero_shot=zero_shot,
+                                   seed_background=background, check_contradictions=contradiction_check)
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
+    console.print(f"judging {len(dialogues)} dialogues with [bold]{model}[/]"
+                  f"{f' at {api_base}' if api_base else ''}, program [bold]{judge.program_name}[/]", highlight=False)
+
+    out = out or Path("vista-runs") / f"{_slug(input.stem)}__{_slug(model)}"
+    if overwrite:
+        for name in (VERDICTS, SUMMARY, RUN):
+            (out / name).unlink(missing_ok=True)
+    settings = {
+        "input": str(input.resolve()),
+        "limit": limit,
+        "model": model,
+        "api_base": api_base,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "adapter": adapter.value,
+        "program": judge.program_name,
+        "judge_given_claims": judge_given_claims,
+        **judge.options(),
+    }
+    use_cache_for(config)
+    turns_total = sum(len(d.judged_turns) for d in dialogues)
+    progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("dialogues"), TimeElapsedColumn(), TimeRemainingColumn(), console=err,
+                        transient=False)
+    task = progress.add_task("judging", total=len(dialogues))
+    stats = {"turns": 0, "errors": 0}
+
+    def on_done(verdict) -> None:
+        stats["turns"] += len(verdict.turns)
+        stats["errors"] += sum(c.error is not None for t in verdict.turns for c in t.claims)
+        progress.update(task, advance=1,
+                        description=f"judging ({stats['turns']}/{turns_total} turns, {stats['errors']} errors)")
+
+    try:
+        with progress:
+            result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
+                                    settings=settings, threads=threads, judge_given_claims=judge_given_claims,
+                                    on_done=on_done)
+            progress.update(task, completed=len(result.verdicts))
+    except RunConflict as exc:
+        raise fail(str(exc)) from None
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+
+    if result.resumed:
+        console.print(f"resumed: {result.resumed} dialogues were already judged in {out}")
+    if show_claims if show_claims is not None else len(result.verdicts) <= 3:
+        for verdict in result.verdicts:
+            print_verdict(console, verdict)
+    if json_summary:
+        sys.stdout.write(json.dumps(result.summary, indent=2) + "\n")
+    else:
+        print_summary(console, result.summary)
+    if result.interrupted:
+        err.print(f"interrupted: {len(result.pending)} dialogues not judged; rerun the same command to resume.")
+        raise typer.Exit(130)
+    console.print(f"verdicts: {out / VERDICTS}   summary: {out / SUMMARY}", highlight=False)
+
+
+def main() -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    app()
+
+
+if __name__ == "__main__":
+    main()
