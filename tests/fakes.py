@@ -30,12 +30,13 @@ class RuleEngine:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.message_counts: list[int] = []  # messages per request: demos add a user/assistant pair each
         self._lock = threading.Lock()
 
     def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or [])
         prompt = request.messages[-1].text or ""
-        text = self.answer(system, prompt)
+        text = self.answer(system, prompt, n_messages=len(request.messages))
         return Response(
             id=None,
             model="fake-rules",
@@ -45,11 +46,12 @@ class RuleEngine:
                         total_tokens=(len(system + prompt) + len(text)) // 4),
         )
 
-    def answer(self, system: str, prompt: str) -> str:
+    def answer(self, system: str, prompt: str, n_messages: int = 1) -> str:
         inputs = {name: value for name, value in FIELD.findall(prompt)}
         stage = self._stage(system)
         with self._lock:
             self.requests.append((stage, inputs))
+            self.message_counts.append(n_messages)
         answer = getattr(self, stage)(inputs)
         return answer if isinstance(answer, str) else json.dumps(answer)
 
@@ -58,6 +60,9 @@ class RuleEngine:
 
     def close(self):
         pass
+
+    def inputs_of(self, stage: str) -> list[dict[str, str]]:
+        return [inputs for s, inputs in self.requests if s == stage]
 
     @staticmethod
     def _stage(system: str) -> str:
@@ -105,8 +110,20 @@ class RuleEngine:
         return {"explanation": "rule", "contradicts": contradicts}
 
 
+class AsyncRuleEngine:
+    def __init__(self, sync: RuleEngine) -> None:
+        self.sync = sync
+
+    async def complete(self, request):
+        return self.sync.complete(request)
+
+    async def aclose(self):
+        pass
+
+
 def rule_lm(engine: RuleEngine | None = None) -> dspy.LM:
-    return dspy.LM("fake/rules", engine=engine or RuleEngine(), cache=False, num_retries=0)
+    engine = engine or RuleEngine()
+    return dspy.LM("fake/rules", engine=engine, async_engine=AsyncRuleEngine(engine), cache=False, num_retries=0)
 
 
 class FakeOpenAIServer:
@@ -129,7 +146,7 @@ class FakeOpenAIServer:
                 prompt = messages[-1]["content"]
                 if isinstance(prompt, list):
                     prompt = "".join(part.get("text", "") for part in prompt)
-                text = engine.answer(system, prompt)
+                text = engine.answer(system, prompt, n_messages=len(messages) - 1)
                 reply = {
                     "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "finish_reason": "stop",

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from dspy.utils.exceptions import LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedModelError
+from dspy.utils.exceptions import (
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMUnsupportedFeatureError,
+    LMUnsupportedModelError,
+)
 
 from . import scoring
 from .schema import (
@@ -46,7 +52,9 @@ from .signatures import (
 
 SEED_PROGRAM = "seed"
 # Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
-FATAL_LM_ERRORS = (LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError)
+FATAL_LM_ERRORS = (
+    LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError, LMUnsupportedFeatureError
+)
 HISTORY_OMITTED = "(history not given)"
 
 

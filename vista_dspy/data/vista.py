@@ -31,7 +31,12 @@ KNOWN_KEYS = {
     "role", "utterance", "retrieved_document", "human_claims", "gold_label", "original_dataset_label",
 }
 # Wizard-of-Wikipedia role names in human claims, rewritten to the roles the judge sees in the history.
-SPEAKERS = [(re.compile(r"\bthe wizard\b", re.I), "the assistant"), (re.compile(r"\bthe apprentice\b", re.I), "the user")]
+# "the wizard governing body" (Harry Potter) is not a speaker: skip the attributive uses seen in the data.
+_NOT_SPEAKER = r"(?!\s+(?:governing|world|community|school)\b)"
+SPEAKERS = [
+    (re.compile(rf"\bthe wizard\b{_NOT_SPEAKER}", re.I), "the assistant"),
+    (re.compile(rf"\bthe apprentice\b{_NOT_SPEAKER}", re.I), "the user"),
+]
 
 
 def normalize_speakers(text: str) -> str:
