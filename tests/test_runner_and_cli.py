@@ -1,0 +1,117 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from fakes import FakeOpenAIServer, RuleEngine, rule_lm
+from vista_dspy import Vista
+from vista_dspy.cli import app
+from vista_dspy.data import load_dialogues
+from vista_dspy.runner import VERDICTS, RunConflict, evaluate, read_verdicts
+
+
+def test_threads_give_exactly_the_sequential_verdicts(dev_file):
+    dialogues = load_dialogues(dev_file)[:20]
+    program = Vista.from_program()
+    sequential = evaluate(dialogues, program, rule_lm(), threads=1).verdicts
+    parallel = evaluate(dialogues, program, rule_lm(), threads=8).verdicts
+    assert [v.dialogue_id for v in parallel] == [d.id for d in dialogues]
+    assert parallel == sequential
+    assert sum(len(v.turns) for v in parallel) == sum(len(d.judged_turns) for d in dialogues)
+
+
+def test_given_claims_cover_every_gold_claim(dev_file):
+    dialogues = load_dialogues(dev_file)
+    result = evaluate(dialogues, Vista.from_program(), rule_lm(), threads=4, judge_given_claims=True)
+    metrics = result.summary["claim_metrics"]
+    assert metrics["claims"] == 460 and result.summary["judged_turns"] == 118
+    assert result.summary["turn_metrics"]["turns"] == 118
+
+
+def test_resume_re_asks_only_missing_dialogues_and_repairs_a_torn_line(tmp_path, dev_file):
+    dialogues = load_dialogues(dev_file)[:6]
+    program = Vista.from_program()
+    out = tmp_path / "run"
+    full = evaluate(dialogues, program, rule_lm(), out_dir=out, settings={"a": 1}).verdicts
+    lines = (out / VERDICTS).read_text().splitlines(keepends=True)
+    # Simulate a crash: two dialogues finished, the third torn mid-write.
+    (out / VERDICTS).write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
+    engine = RuleEngine()
+    result = evaluate(dialogues, program, rule_lm(engine), out_dir=out, settings={"a": 1})
+    assert result.resumed == 2
+    asked = {inputs["turn"] for inputs in engine.inputs_of("decompose")}
+    done_texts = {t.text for v in full[:2] for t in v.turns}
+    assert not asked & done_texts
+    on_disk = read_verdicts(out / VERDICTS)
+    assert sorted(v.dialogue_id for v in on_disk) == sorted(d.id for d in dialogues)
+    assert result.verdicts == full
+    assert json.loads((out / "summary.json").read_text())["dialogues"] == 6
+
+
+def test_rerun_with_other_settings_is_refused(tmp_path, dev_file):
+    dialogues = load_dialogues(dev_file)[:1]
+    evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, settings={"model": "a"})
+    with pytest.raises(RunConflict, match="model: 'a' -> 'b'"):
+        evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, settings={"model": "b"})
+
+
+def test_interrupt_keeps_finished_dialogues(tmp_path, dev_file):
+    dialogues = load_dialogues(dev_file)[:5]
+    seen = []
+
+    def stop_after_two(verdict):
+        seen.append(verdict.dialogue_id)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    result = evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, on_done=stop_after_two)
+    assert result.interrupted and len(result.pending) == 3
+    assert len(read_verdicts(tmp_path / VERDICTS)) == 2
+    resumed = evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path)
+    assert resumed.resumed == 2 and len(resumed.verdicts) == 5
+
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("content, message", [
+    ('[[{"role": "user", "utterance": "hi"}', "invalid JSON"),
+    ('[[{"role": "robot", "utterance": "hi"}]]', "conversation 0, turn 0: field 'role'"),
+])
+def test_cli_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = runner.invoke(app, ["evaluate", str(path), "--model", "openai/x"])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_cli_requires_a_model_and_gold_claims(tmp_path, dev_file, monkeypatch):
+    monkeypatch.delenv("VISTA_MODEL", raising=False)
+    result = runner.invoke(app, ["evaluate", str(dev_file)])
+    assert result.exit_code == 2 and "no model given" in result.output
+    path = tmp_path / "plain.json"
+    path.write_text('[[{"role": "assistant", "utterance": "hi", "retrieved_document": "doc"}]]')
+    result = runner.invoke(app, ["evaluate", str(path), "-m", "openai/x", "--judge-given-claims"])
+    assert result.exit_code == 2 and "needs gold claims" in result.output
+
+
+def test_cli_end_to_end_over_http(tmp_path, dev_file):
+    """The installed `vista` command against an OpenAI-compatible endpoint: verdicts, summary, resume."""
+    env = {**os.environ, "VISTA_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    with FakeOpenAIServer() as server:
+        command = [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(dev_file), "--model", "openai/fake",
+                   "--api-base", server.url, "--limit", "3", "--out", str(out), "--judge-given-claims", "--json"]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["dialogues"] == 3 and summary["claim_metrics"]["claims"] > 0
+        assert summary["usage"]["total"]["calls"] > 0 and summary["usage"]["total"]["prompt_tokens"] > 0
+        verdicts = read_verdicts(out / VERDICTS)
+        assert len(verdicts) == 3 and all(v.model == "openai/fake" for v in verdicts)
+        again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert again.returncode == 0 and "resumed: 3" in again.stderr
