@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS
 
 app = typer.Typer(
     help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
@@ -47,16 +50,22 @@ def evaluate(
     input: Annotated[Path, typer.Argument(help="Dialogues: VISTA's JSON format (optionally annotated) or JSONL of "
                                                "Dialogue records.", show_default=False)],
     model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
-                     help="Any DSPy/litellm model string: openai/gpt-4o, deepseek/deepseek-chat, "
-                          "hosted_vllm/<name>, ollama_chat/<name>, openai/<name> with --api-base ...")] = None,
+                     help="'local' (the embedded offline model; the default) or any DSPy/litellm model string: "
+                          "openai/gpt-4o, deepseek/deepseek-chat, hosted_vllm/<name>, ollama_chat/<name>, "
+                          "openai/<name> with --api-base ...")] = None,
     api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",
                         help="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama ...). The key, "
                              "if any, comes from VISTA_API_KEY or OPENAI_API_KEY.")] = None,
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="With the local model: this GGUF file "
+                                                  "instead of the bundled one.")] = None,
+    port: Annotated[int, typer.Option(help="With the local model: port of the embedded server (an already running "
+                                           "`vista serve` on it is reused).")] = DEFAULT_PORT,
     program: Annotated[Optional[str], typer.Option(help="Saved program: a JSON path or a name in "
                                                         "vista_dspy/compiled/. Default: the seed program.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (verdicts.jsonl, summary.json, run.json). "
                                                      "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
-    threads: Annotated[int, typer.Option(min=1, help="Dialogues judged in parallel.")] = 4,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with the "
+                                                              "local model, 4 otherwise).")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")] = None,
     judge_given_claims: Annotated[bool, typer.Option(help="Judge the gold claims of annotated turns instead of "
                                                           "decomposing (claim accuracy).")] = False,
@@ -84,6 +93,7 @@ def evaluate(
     from dspy.utils.exceptions import LMError
 
     from .data import InputError, load_dialogues
+    from .local import LocalServer, LocalServerError, ModelNotFound, ServerSettings, local_model_config, resolve_gguf
     from .models import ModelConfig, use_cache_for
     from .program import Vista
     from .report import print_summary, print_verdict
@@ -102,33 +112,45 @@ def evaluate(
         if missing:
             raise fail(f"{input}: --judge-given-claims needs gold claims on every judged turn; missing in "
                        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    if not model:
-        raise fail("no model given: pass --model (e.g. openai/gpt-4o, or openai/<name> with --api-base URL) "
-                   "or set VISTA_MODEL")
-
-    config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                         cache=cache, adapter=adapter.value)
+    server: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if model in (None, "local"):
+        if model is None:
+            console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
+                          "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
+        try:
+            settings_local = ServerSettings(gguf=resolve_gguf(gguf), port=port)
+        except ModelNotFound as exc:
+            raise fail(str(exc)) from None
+        config = local_model_config(settings_local, max_tokens=min(max_tokens, 768), cache=cache)
+        server = LocalServer(settings_local)
+        threads = threads or 1
+    else:
+        config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                             cache=cache, adapter=adapter.value)
+        threads = threads or 4
     try:
         judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
                                    history_in_decompose=history, zero_shot=zero_shot,
                                    seed_background=background, check_contradictions=contradiction_check)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
-    console.print(f"judging {len(dialogues)} dialogues with [bold]{model}[/]"
-                  f"{f' at {api_base}' if api_base else ''}, program [bold]{judge.program_name}[/]", highlight=False)
+    console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
+                  f"{f' at {config.api_base}' if config.api_base else ''}, program [bold]{judge.program_name}[/]",
+                  highlight=False)
 
-    out = out or Path("vista-runs") / f"{_slug(input.stem)}__{_slug(model)}"
+    out = out or Path("vista-runs") / f"{_slug(input.stem)}__{_slug(model or 'local')}"
     if overwrite:
         for name in (VERDICTS, SUMMARY, RUN):
             (out / name).unlink(missing_ok=True)
     settings = {
         "input": str(input.resolve()),
         "limit": limit,
-        "model": model,
-        "api_base": api_base,
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "adapter": adapter.value,
+        "model": config.model,
+        "api_base": None if config.cache_identity else config.api_base,
+        "backend": config.cache_identity,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "adapter": config.adapter,
         "program": judge.program_name,
         "judge_given_claims": judge_given_claims,
         **judge.options(),
@@ -148,7 +170,7 @@ def evaluate(
                         description=f"judging ({stats['turns']}/{turns_total} turns, {stats['errors']} errors)")
 
     try:
-        with progress:
+        with server, progress:
             result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
                                     settings=settings, threads=threads, judge_given_claims=judge_given_claims,
                                     on_done=on_done)
@@ -157,6 +179,8 @@ def evaluate(
         raise fail(str(exc)) from None
     except LMError as exc:
         raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
 
     if result.resumed:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}")
@@ -171,6 +195,36 @@ def evaluate(
         err.print(f"interrupted: {len(result.pending)} dialogues not judged; rerun the same command to resume.")
         raise typer.Exit(130)
     console.print(f"verdicts: {out / VERDICTS}   summary: {out / SUMMARY}", highlight=False)
+
+
+@app.command()
+def serve(
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="GGUF file to serve (default: the "
+                                                 "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M).")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = DEFAULT_PORT,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all cores).")] = 0,
+    slots: Annotated[int, typer.Option(min=1, help="Parallel slots; one per distinct prompt prefix keeps each "
+                                                   "stage's few-shot prompt cached.")] = DEFAULT_SLOTS,
+    ctx: Annotated[int, typer.Option(min=1024, help="Context tokens per slot.")] = CTX_PER_SLOT,
+    quiet: Annotated[bool, typer.Option(hidden=True)] = False,
+) -> None:
+    """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C.
+
+    Point `vista evaluate --model local --port PORT` (reused) or any OpenAI client (model name `local`) at it.
+    """
+    from .local import ModelNotFound, ServerSettings, port_in_use, resolve_gguf, serve_forever
+
+    try:
+        settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx)
+    except ModelNotFound as exc:
+        raise fail(str(exc)) from None
+    if port_in_use(port):
+        raise fail(f"port {port} is already in use")
+    say = (lambda *a, **k: None) if quiet else err.print
+    say(f"loading {settings.gguf} ...", highlight=False)
+    serve_forever(settings, on_ready=lambda: say(f"serving at {settings.url} (model name: local); Ctrl-C to stop",
+                                                 highlight=False))
+    say("server stopped")
 
 
 def main() -> None:

@@ -28,6 +28,8 @@ class ModelConfig:
     num_retries: int = 3
     cache: bool = True
     adapter: str = "json"
+    # What makes cached answers valid; defaults to model + endpoint (see cache_dir_for).
+    cache_identity: str | None = None
 
     def build(self) -> dspy.LM:
         kwargs: dict = {}
@@ -63,7 +65,8 @@ def build_adapter(name: str) -> dspy.Adapter:
 def cache_dir_for(config: ModelConfig, root: Path = CACHE_ROOT) -> Path:
     """One disk cache per (model, endpoint): DSPy's cache key ignores api_base, so two servers exposing the
     same model name would otherwise share answers."""
-    key = hashlib.sha256(f"{config.model}\n{config.api_base or ''}".encode()).hexdigest()[:16]
+    identity = config.cache_identity or f"{config.model}\n{config.api_base or ''}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return root / "lm-cache" / key
 
 
