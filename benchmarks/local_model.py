@@ -1,0 +1,127 @@
+"""Speed and accuracy of the embedded local judge on the first N judged turns of the annotated dev file.
+
+    python benchmarks/local_model.py [--turns 20] [--data ../shared/data/vista_human_eval/dev.json]
+
+Runs two passes with the same server, both uncached: VISTA end to end (decompose -> verify -> categorize) for
+turn accuracy, and --judge-given-claims (the human claims are judged) for claim accuracy. Prints seconds per
+judged turn, LM calls and tokens per judged turn, parse failures, and accuracies beside trivial baselines.
+Appends nothing by itself: copy the printed Markdown into benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import dspy
+
+from vista_dspy import Vista
+from vista_dspy.data import load_dialogues
+from vista_dspy.local import LocalServer, ServerSettings, local_model_config, resolve_gguf
+from vista_dspy.models import use_cache_for
+from vista_dspy.runner import evaluate
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+
+
+def first_judged_turns(dialogues, n):
+    """Whole dialogues, in file order, until at least n judged turns are covered."""
+    chosen, turns = [], 0
+    for dialogue in dialogues:
+        if turns >= n:
+            break
+        chosen.append(dialogue)
+        turns += len(dialogue.judged_turns)
+    return chosen
+
+
+def parse_failures(verdicts) -> int:
+    errors = [c.error for v in verdicts for t in v.turns for c in t.claims if c.error]
+    errors += [t.error for v in verdicts for t in v.turns if t.error] + [e for v in verdicts for e in v.errors]
+    return sum("AdapterParseError" in e for e in errors)
+
+
+def run_pass(name, dialogues, program, config, given):
+    lm = config.build()
+    started = time.perf_counter()
+    result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given)
+    seconds = time.perf_counter() - started
+    summary = result.summary
+    turns = summary["judged_turns"]
+    usage = summary["usage"]["total"]
+    row = {
+        "pass": name,
+        "judged turns": turns,
+        "claims": summary["claims"],
+        "s / judged turn": seconds / turns,
+        "LM calls / turn": usage["calls"] / turns,
+        "prompt tok / turn": usage["prompt_tokens"] / turns,
+        "completion tok / turn": usage["completion_tokens"] / turns,
+        "parse failures": parse_failures(result.verdicts),
+        "ERROR claims": summary["errors"]["claims"],
+        "wall s": seconds,
+    }
+    metrics = summary.get("turn_metrics", {})
+    row["turn acc"] = metrics.get("accuracy")
+    row["always-halluc acc"] = metrics.get("always_hallucinated_accuracy")
+    row["F1 halluc"] = metrics.get("f1_hallucinated")
+    claim = summary.get("claim_metrics")
+    if claim:
+        row["claim acc"] = claim["accuracy"]
+        row["claim macro-F1"] = claim["macro_f1"]
+    row["categories"] = ", ".join(f"{k} {v}" for k, v in summary["categories"].items() if v)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=20, help="judged turns to cover (whole dialogues)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--port", type=int, default=8799)
+    parser.add_argument("--gguf", default=None)
+    parser.add_argument("--program", default=None, help="saved program (default: seed)")
+    parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
+    args = parser.parse_args()
+
+    dialogues = first_judged_turns(load_dialogues(args.data), args.turns)
+    settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port)
+    config = local_model_config(settings, cache=False)
+    use_cache_for(config)
+    program = Vista.from_program(args.program)
+    print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
+          f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
+    rows = []
+    with LocalServer(settings):
+        rows.append(run_pass("end to end", dialogues, program, config, given=False))
+        print(rows[-1], flush=True)
+        if not args.skip_given:
+            rows.append(run_pass("given claims", dialogues, program, config, given=True))
+            print(rows[-1], flush=True)
+
+    print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns}`")
+    print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
+          f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}.\n")
+    columns = [k for k in rows[0] if k != "categories"] + [k for k in rows[-1] if k not in rows[0]]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+    for row in rows:
+        print(f"\n{row['pass']}: {row['categories']}")
+    return 0
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value <= 1 else f"{value:.1f}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
