@@ -109,14 +109,19 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path):
-    """Starts the embedded llama.cpp server, judges the bundled example, and checks a clean shutdown."""
+@pytest.fixture
+def real_model():
+    """The real runtime and weights, or a skip that says what is missing (CI installs the [local] extra)."""
     pytest.importorskip("xllamacpp", reason="needs the [local] extra")
     try:
-        resolve_gguf(allow_download=False)
+        return resolve_gguf(allow_download=False)
     except ModelNotFound as exc:
         pytest.skip(str(exc))
+
+
+@pytest.mark.slow
+def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
+    """Starts the embedded llama.cpp server, judges the bundled example, and checks a clean shutdown."""
     port = _free_port()
     out = tmp_path / "out"
     command = [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(REPO / "examples" / "quickstart.json"),
@@ -139,12 +144,7 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_vista_serve_stops_cleanly_on_sigterm(tmp_path):
-    pytest.importorskip("xllamacpp", reason="needs the [local] extra")
-    try:
-        resolve_gguf(allow_download=False)
-    except ModelNotFound as exc:
-        pytest.skip(str(exc))
+def test_vista_serve_stops_cleanly_on_sigterm(real_model):
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "vista_dspy.cli", "serve", "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
