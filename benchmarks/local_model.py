@@ -5,13 +5,15 @@
 Runs two passes with the same server, both uncached: VISTA end to end (decompose -> verify -> categorize) for
 turn accuracy, and --judge-given-claims (the human claims are judged) for claim accuracy. Prints seconds per
 judged turn, LM calls and tokens per judged turn, parse failures, and accuracies beside trivial baselines.
-Appends nothing by itself: copy the printed Markdown into benchmarks/RESULTS.md.
+Verdicts are kept under --out for inspection. Appends nothing by itself: copy the printed Markdown into
+benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import sys
 import time
 from datetime import date
@@ -45,10 +47,12 @@ def parse_failures(verdicts) -> int:
     return sum("AdapterParseError" in e for e in errors)
 
 
-def run_pass(name, dialogues, program, config, given):
+def run_pass(name, dialogues, program, config, given, out_dir):
     lm = config.build()
+    shutil.rmtree(out_dir, ignore_errors=True)  # a timing run never resumes
     started = time.perf_counter()
-    result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given)
+    result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given,
+                      out_dir=out_dir)
     seconds = time.perf_counter() - started
     summary = result.summary
     turns = summary["judged_turns"]
@@ -85,6 +89,8 @@ def main() -> int:
     parser.add_argument("--gguf", default=None)
     parser.add_argument("--program", default=None, help="saved program (default: seed)")
     parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the verdicts go (default benchmarks/runs/local-<program>-<turns>)")
     args = parser.parse_args()
 
     dialogues = first_judged_turns(load_dialogues(args.data), args.turns)
@@ -94,12 +100,13 @@ def main() -> int:
     program = Vista.from_program(args.program)
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
+    out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}"
     rows = []
     with LocalServer(settings):
-        rows.append(run_pass("end to end", dialogues, program, config, given=False))
+        rows.append(run_pass("end to end", dialogues, program, config, given=False, out_dir=out / "end-to-end"))
         print(rows[-1], flush=True)
         if not args.skip_given:
-            rows.append(run_pass("given claims", dialogues, program, config, given=True))
+            rows.append(run_pass("given claims", dialogues, program, config, given=True, out_dir=out / "given"))
             print(rows[-1], flush=True)
 
     print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns}`")

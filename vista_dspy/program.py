@@ -168,15 +168,16 @@ class Vista(dspy.Module):
     def from_program(cls, program: str | Path | None = None, **options: Any) -> Vista:
         """A Vista with a saved program loaded: a path to a JSON file, a name in ``vista_dspy/compiled/``, or
         None for the shipped seed program."""
-        name = program or SEED_PROGRAM
+        name = str(program or SEED_PROGRAM)
         path = Path(name)
-        if not path.suffix and not path.exists():
-            path = compiled_dir() / f"{name}.json"
         if not path.is_file():
-            raise FileNotFoundError(f"no saved program at {path}")
+            shipped = compiled_dir() / f"{name}.json"
+            if not shipped.is_file():
+                raise FileNotFoundError(f"no saved program at {path} nor {shipped}")
+            path = shipped
         module = cls(**options)
         module.load(str(path))
-        module.program_name = str(name)
+        module.program_name = name
         return module
 
     def options(self) -> dict[str, Any]:

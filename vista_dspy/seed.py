@@ -69,15 +69,17 @@ DECOMPOSE_DEMOS = [
         ],
     },
     {
-        "teaches": "opinions, self-descriptions and personal experience are claims too",
+        "teaches": "opinions, feelings and experiences are claims too; 'because' clauses are split",
         "history": "user: Have you seen any good films lately?",
-        "turn": "I loved Spirited Away. Hayao Miyazaki directed it, and I think it's the best animated film ever "
-        "made; I watch it every winter.",
+        "turn": "I love Spirited Away because the bathhouse spirits remind me of my grandmother's stories. Hayao "
+        "Miyazaki directed it, and I think it's the best animated film ever made.",
         "claims": [
-            "The assistant loved Spirited Away.",
+            "The assistant loves Spirited Away.",
+            "Spirited Away features bathhouse spirits.",
+            "The bathhouse spirits in Spirited Away remind the assistant of its grandmother's stories.",
+            "The assistant's grandmother told stories.",
             "Hayao Miyazaki directed Spirited Away.",
             "The assistant thinks Spirited Away is the best animated film ever made.",
-            "The assistant watches Spirited Away every winter.",
         ],
     },
     {

@@ -11,7 +11,7 @@ from typing import Literal
 import dspy
 
 VerifyLabel = Literal["VERIFIED", "UNVERIFIABLE"]
-UnverifiableCategory = Literal["CONTRADICTED", "OUT-OF-SCOPE", "LACKING EVIDENCE", "ABSTENTION"]
+UnverifiableCategory = Literal["LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED"]
 
 NO_REFERENCE = "(no reference document for this turn: use the knowledge store only)"
 EMPTY_KNOWLEDGE = "(empty)"
@@ -20,16 +20,19 @@ NO_HISTORY = "(this is the first turn)"
 
 class Decompose(dspy.Signature):
     """Break the assistant's target turn into atomic claims: short, self-contained statements that each carry one
-    piece of information the assistant conveys.
+    piece of information the assistant conveys. Extract claims from the target turn only, never from the history.
 
     Rules:
-    - Replace pronouns and vague references with the names they stand for, using the dialogue history, so that
-      each claim can be read on its own. Refer to the speakers as "the assistant" and "the user".
-    - Split lists and compound sentences: one fact per claim.
+    - One fact per claim. Split lists, and clauses joined by "and", "but", "because", "so", "which": a sentence
+      usually holds several claims.
+    - Replace pronouns and vague references ("it", "they", "there", "the latter") with what they stand for, using
+      the dialogue history, so that each claim can be read on its own. Call the speakers "the assistant" and
+      "the user".
     - Make presuppositions and implicatures explicit as claims of their own (e.g. "He stopped touring in 1990"
       presupposes that he used to tour; "I know Lisbon is hilly" presupposes that Lisbon is hilly).
-    - Keep opinions, preferences, recommendations, personal experiences and statements of uncertainty or refusal
-      as claims too, attributed to the assistant.
+    - Keep what the assistant says about itself as claims: opinions, likes, feelings, habits, experiences,
+      recommendations, and statements of uncertainty or refusal ("The assistant likes ...", "The assistant does
+      not know ...").
     - A question on its own states nothing: it yields no claim. Greetings and thanks yield no claim unless they
       imply something about the world.
     - Do not judge whether a claim is true; only extract it. Do not repeat a claim.
@@ -53,18 +56,22 @@ class Verify(dspy.Signature):
     reference: str = dspy.InputField(desc="the reference document retrieved for this turn")
     knowledge: str = dspy.InputField(desc="the knowledge store: numbered claims accepted earlier in the dialogue")
     claim: str = dspy.InputField(desc="the claim to verify")
-    explanation: str = dspy.OutputField(desc="one short sentence: which source supports the claim, or what is missing")
+    explanation: str = dspy.OutputField(desc="at most 20 words: which source supports the claim, or what is missing")
     label: VerifyLabel = dspy.OutputField()
 
 
 class Categorize(dspy.Signature):
-    """A claim could not be verified from the sources. Say why, as exactly one category:
+    """A claim from the assistant's turn could not be verified from the sources. Say why, as exactly one category:
 
-    - CONTRADICTED: a factual assertion that conflicts with the reference document or the knowledge store.
-    - OUT-OF-SCOPE: not a factual assertion that could be checked: an opinion, preference, feeling,
-      recommendation, personal experience, or conversational remark.
-    - LACKING EVIDENCE: a factual assertion that the sources neither confirm nor deny (even if it may be true).
+    - LACKING EVIDENCE: a factual assertion about the world that the sources do not settle: they neither confirm
+      nor deny it. This is the usual case for a fact that goes beyond the reference, even if it sounds true.
+    - OUT-OF-SCOPE: not a checkable assertion about the world: the assistant's opinion, preference, feeling,
+      recommendation or advice, something about the assistant's own life or experience, or a conversational
+      remark.
     - ABSTENTION: the assistant declines to answer, says it does not know, or expresses uncertainty.
+    - CONTRADICTED: the reference or the knowledge store explicitly states something that cannot be true together
+      with the claim (another date, number, place, or the negation). Use it only when you can point to the
+      conflicting statement; a detail the sources do not mention is LACKING EVIDENCE, not CONTRADICTED.
 
     Use only the sources given, not your own knowledge of the world.
     """
@@ -72,7 +79,7 @@ class Categorize(dspy.Signature):
     reference: str = dspy.InputField(desc="the reference document retrieved for this turn")
     knowledge: str = dspy.InputField(desc="the knowledge store: numbered claims accepted earlier in the dialogue")
     claim: str = dspy.InputField(desc="the claim that could not be verified")
-    explanation: str = dspy.OutputField(desc="one short sentence justifying the category")
+    explanation: str = dspy.OutputField(desc="at most 20 words justifying the category")
     category: UnverifiableCategory = dspy.OutputField()
 
 

@@ -65,7 +65,8 @@ def dialogue_from_dict(path: str | Path, record: str, data: Any) -> Dialogue:
         raise InputError(path, message, record=record, field=location) from None
 
 
-Loader = Callable[[str | Path], list[Dialogue]]
+# A loader takes the path and, for whole-file JSON formats, the already parsed content (or None).
+Loader = Callable[..., list[Dialogue]]
 LOADERS: dict[str, Loader] = {}
 
 
@@ -81,11 +82,13 @@ def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue
     """Load dialogues from ``path``; ``format`` names a registered loader, or None to detect it."""
     from . import vista  # noqa: F401 — registers the loaders
 
+    # Whole-file JSON is parsed once here and handed to the loader; JSONL is read line by line by its loader.
+    data = None if Path(path).suffix == ".jsonl" else read_json(path)
     if format is None:
-        format = vista.detect_format(path)
+        format = vista.detect_format(path, data)
     if format not in LOADERS:
         raise InputError(path, f"unknown input format {format!r}; known: {', '.join(sorted(LOADERS))}")
-    dialogues = LOADERS[format](path)
+    dialogues = LOADERS[format](path, data=data)
     if not dialogues:
         raise InputError(path, "no dialogues in the file")
     seen: set[str] = set()

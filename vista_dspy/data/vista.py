@@ -116,9 +116,9 @@ def turn_from_vista(data: Any, path: Path, record: str) -> Turn:
 
 
 @register("vista")
-def load_vista_json(path: str | Path) -> list[Dialogue]:
+def load_vista_json(path: str | Path, data: Any = None) -> list[Dialogue]:
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path) if data is None else data
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of conversations, got {type(data).__name__}")
     dialogues = []
@@ -143,11 +143,11 @@ def load_vista_json(path: str | Path) -> list[Dialogue]:
 
 
 @register("dialogues")
-def load_dialogue_records(path: str | Path) -> list[Dialogue]:
+def load_dialogue_records(path: str | Path, data: Any = None) -> list[Dialogue]:
     """JSONL, one ``Dialogue`` record per line (blank lines allowed), or a JSON list of records."""
     path = Path(path)
-    if path.suffix == ".json":
-        data = read_json(path)
+    if path.suffix != ".jsonl":
+        data = read_json(path) if data is None else data
         if not isinstance(data, list):
             raise InputError(path, f"expected a JSON list of dialogue records, got {type(data).__name__}")
         return [dialogue_from_dict(path, f"record {i}", item) for i, item in enumerate(data)]
@@ -163,12 +163,10 @@ def load_dialogue_records(path: str | Path) -> list[Dialogue]:
     return dialogues
 
 
-def detect_format(path: str | Path) -> str:
-    """'dialogues' for .jsonl or a JSON list of objects with 'turns'; 'vista' for a JSON list of lists."""
-    path = Path(path)
-    if path.suffix == ".jsonl":
+def detect_format(path: str | Path, data: Any = None) -> str:
+    """'dialogues' for .jsonl or a JSON list of objects with 'turns'; 'vista' otherwise (a list of lists)."""
+    if Path(path).suffix == ".jsonl":
         return "dialogues"
-    data = read_json(path)
     if isinstance(data, list) and data and isinstance(data[0], dict) and "turns" in data[0]:
         return "dialogues"
     return "vista"
