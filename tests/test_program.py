@@ -207,3 +207,16 @@ def test_fatal_lm_errors_stop_instead_of_becoming_verdicts():
 
     with pytest.raises(LMAuthError):
         run(dialogue(user("q"), assistant("Lisbon has seven hills.", DOC)), engine=Unauthorized())
+
+
+def test_claim_list_schema_is_bounded_but_validation_keeps_every_claim():
+    from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+    from vista_dspy.signatures import ClaimList, Decompose
+
+    schema = _get_structured_outputs_response_format(Decompose).model_json_schema()["properties"]["claims"]
+    assert schema["maxItems"] == ClaimList.MAX_CLAIMS and schema["items"]["maxLength"] == ClaimList.MAX_CLAIM_CHARS
+    # A model that ignores the schema (no grammar) is not punished: every claim survives parsing.
+    many = " ".join(f"Fact number {i} holds." for i in range(ClaimList.MAX_CLAIMS + 6))
+    verdict, _ = run(dialogue(user("q"), assistant(many, DOC)))
+    assert len(verdict.turns[0].claims) == ClaimList.MAX_CLAIMS + 6

@@ -6,12 +6,39 @@ inference server can reuse the cached prompt prefix across the claims of one tur
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic_core import core_schema
 
 VerifyLabel = Literal["VERIFIED", "UNVERIFIABLE"]
 UnverifiableCategory = Literal["LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED"]
+
+
+
+class ClaimList(list):
+    """A list of claim strings whose JSON schema is bounded (at most MAX_CLAIMS claims of MAX_CLAIM_CHARS each).
+
+    A server that enforces the schema with a grammar (llama.cpp) then cannot loop on one claim until the token
+    cap: the answer stays valid JSON and the repeats are removed afterwards. Validation itself does not enforce
+    the bounds, so a hosted model's long answer is never rejected (and no claim is dropped).
+    """
+
+    MAX_CLAIMS = 24
+    MAX_CLAIM_CHARS = 240
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, handler(list[str]))
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+        json_schema = handler(schema)
+        json_schema["maxItems"] = cls.MAX_CLAIMS
+        json_schema["items"]["maxLength"] = cls.MAX_CLAIM_CHARS
+        return json_schema
+
 
 NO_REFERENCE = "(no reference document for this turn: use the knowledge store only)"
 EMPTY_KNOWLEDGE = "(empty)"
@@ -40,7 +67,7 @@ class Decompose(dspy.Signature):
 
     history: str = dspy.InputField(desc="earlier turns of the dialogue, one 'role: text' line each")
     turn: str = dspy.InputField(desc="the assistant turn to decompose")
-    claims: list[str] = dspy.OutputField(desc="the atomic claims, in order; an empty list if there are none")
+    claims: ClaimList = dspy.OutputField(desc="the atomic claims, in order; an empty list if there are none")
 
 
 class Verify(dspy.Signature):
