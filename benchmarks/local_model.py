@@ -23,7 +23,13 @@ import dspy
 
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
-from vista_dspy.local import LocalServer, ServerSettings, local_model_config, resolve_gguf
+from vista_dspy.local import (
+    LOCAL_SHORT_ANSWER_TOKENS,
+    LocalServer,
+    ServerSettings,
+    local_model_config,
+    resolve_gguf,
+)
 from vista_dspy.models import use_cache_for
 from vista_dspy.runner import evaluate
 
@@ -97,7 +103,7 @@ def main() -> int:
     settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port)
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
-    program = Vista.from_program(args.program)
+    program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}"

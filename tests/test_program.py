@@ -220,3 +220,13 @@ def test_claim_list_schema_is_bounded_but_validation_keeps_every_claim():
     many = " ".join(f"Fact number {i} holds." for i in range(ClaimList.MAX_CLAIMS + 6))
     verdict, _ = run(dialogue(user("q"), assistant(many, DOC)))
     assert len(verdict.turns[0].claims) == ClaimList.MAX_CLAIMS + 6
+
+
+def test_short_answer_cap_applies_to_short_stages_only():
+    program = Vista(short_answer_tokens=50)
+    from vista_dspy.program import StageCall
+
+    verify = program._kwargs(StageCall("verify", program.verify, {"claim": "c"}))
+    decompose = program._kwargs(StageCall("decompose", program.decompose, {"turn": "t"}))
+    assert verify["config"] == {"max_tokens": 50} and "config" not in decompose
+    assert "config" not in Vista()._kwargs(StageCall("verify", program.verify, {"claim": "c"}))

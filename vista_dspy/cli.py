@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS
+from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SHORT_ANSWER_TOKENS
 
 app = typer.Typer(
     help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
@@ -124,14 +124,17 @@ def evaluate(
         config = local_model_config(settings_local, max_tokens=min(max_tokens, 768), cache=cache)
         server = LocalServer(settings_local)
         threads = threads or 1
+        short_answer_tokens = LOCAL_SHORT_ANSWER_TOKENS
     else:
         config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                              cache=cache, adapter=adapter.value)
         threads = threads or 4
+        short_answer_tokens = None
     try:
         judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
                                    history_in_decompose=history, zero_shot=zero_shot,
-                                   seed_background=background, check_contradictions=contradiction_check)
+                                   seed_background=background, check_contradictions=contradiction_check,
+                                   short_answer_tokens=short_answer_tokens)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"

@@ -42,6 +42,8 @@ DEFAULT_PORT = 8765
 # request to the slot sharing the longest prefix, so each stage keeps its few-shot prompt cached.
 DEFAULT_SLOTS = 4
 CTX_PER_SLOT = 8192
+# Verify/categorize answers are ~40 tokens; a cap this size stops a rare repetition loop in seconds, not minutes.
+LOCAL_SHORT_ANSWER_TOKENS = 200
 
 
 class ModelNotFound(RuntimeError):

@@ -136,6 +136,9 @@ class Vista(dspy.Module):
         seed_background: start the knowledge store with ``Dialogue.background`` facts. Default True.
         check_contradictions: one extra call per judged turn asking whether it contradicts an earlier turn;
             a contradiction makes the turn hallucinated. Default False.
+        short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
+            model that starts repeating itself stops early. None (default) keeps the LM's own limit; leave it None
+            for reasoning models, whose hidden reasoning counts against the cap.
 
     Saved programs (``save``/``load``) hold demos and instructions of the four predictors, never an LM.
     """
@@ -149,6 +152,7 @@ class Vista(dspy.Module):
         zero_shot: bool = False,
         seed_background: bool = True,
         check_contradictions: bool = False,
+        short_answer_tokens: int | None = None,
     ) -> None:
         super().__init__()
         self.decompose = dspy.Predict(Decompose)
@@ -161,6 +165,7 @@ class Vista(dspy.Module):
         self.zero_shot = zero_shot
         self.seed_background = seed_background
         self.check_contradictions = check_contradictions
+        self.short_answer_tokens = short_answer_tokens
         self.program_name = "unsaved"
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -188,6 +193,7 @@ class Vista(dspy.Module):
             "zero_shot": self.zero_shot,
             "seed_background": self.seed_background,
             "check_contradictions": self.check_contradictions,
+            "short_answer_tokens": self.short_answer_tokens,
         }
 
     # ---- public entry points -------------------------------------------------------------------------------
@@ -255,6 +261,8 @@ class Vista(dspy.Module):
             kwargs["signature"] = call.signature
         if self.zero_shot:
             kwargs["demos"] = []
+        if self.short_answer_tokens and call.stage != "decompose":
+            kwargs["config"] = {"max_tokens": self.short_answer_tokens}
         return kwargs
 
     def _call(self, call: StageCall) -> StageResult:
