@@ -87,6 +87,19 @@ def run_pass(name, dialogues, program, config, given, out_dir):
     return row
 
 
+def server_peak_rss_gib(server: LocalServer) -> str:
+    """Peak resident memory of the server process this script started (Linux /proc), as text."""
+    if server.process is None:
+        return "n/a (reused a running server)"
+    try:
+        for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return f"{int(line.split()[1]) / 2**20:.2f} GiB"
+    except OSError:
+        pass
+    return "n/a"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=20, help="judged turns to cover (whole dialogues)")
@@ -108,16 +121,18 @@ def main() -> int:
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}"
     rows = []
-    with LocalServer(settings):
+    with LocalServer(settings) as server:
         rows.append(run_pass("end to end", dialogues, program, config, given=False, out_dir=out / "end-to-end"))
         print(rows[-1], flush=True)
         if not args.skip_given:
             rows.append(run_pass("given claims", dialogues, program, config, given=True, out_dir=out / "given"))
             print(rows[-1], flush=True)
+        peak = server_peak_rss_gib(server)
 
     print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns}`")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
-          f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}.\n")
+          f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}; "
+          f"server peak RSS {peak}.\n")
     columns = [k for k in rows[0] if k != "categories"] + [k for k in rows[-1] if k not in rows[0]]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

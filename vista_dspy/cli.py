@@ -79,7 +79,8 @@ def evaluate(
                                                            "turn? A yes makes the turn hallucinated.")] = False,
     background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
                                                   "facts.")] = True,
-    adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers.")] = Adapter.json,
+    adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
+                                                  "always uses json, with a server-enforced schema).")] = Adapter.json,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")] = True,
@@ -146,8 +147,8 @@ def evaluate(
         for name in (VERDICTS, SUMMARY, RUN):
             (out / name).unlink(missing_ok=True)
     settings = {
+        # --limit is not a setting: a later run with a larger limit resumes and extends this one.
         "input": str(input.resolve()),
-        "limit": limit,
         "model": config.model,
         "api_base": None if config.cache_identity else config.api_base,
         "backend": config.cache_identity,
