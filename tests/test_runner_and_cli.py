@@ -117,3 +117,16 @@ def test_cli_end_to_end_over_http(tmp_path, dev_file):
         assert len(verdicts) == 3 and all(v.model == "openai/fake" for v in verdicts)
         again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert again.returncode == 0 and "resumed: 3" in again.stderr
+
+
+def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
+    from vista_dspy.models import ModelConfig, cache_dir_for
+
+    monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path))
+    a = cache_dir_for(ModelConfig("openai/m", api_base="http://a/v1"))
+    b = cache_dir_for(ModelConfig("openai/m", api_base="http://b/v1"))
+    assert a != b and a.parent == tmp_path / "lm-cache"
+    # The local model's cache follows the weights, not the port.
+    w1 = ModelConfig("openai/local", api_base="http://127.0.0.1:1/v1", cache_identity="gguf:x:1")
+    w2 = ModelConfig("openai/local", api_base="http://127.0.0.1:2/v1", cache_identity="gguf:x:1")
+    assert cache_dir_for(w1) == cache_dir_for(w2)

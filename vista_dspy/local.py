@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import CACHE_ROOT, ModelConfig
+from .models import ModelConfig, cache_root
 
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 GGUF_FILE = f"{MODEL_NAME}.gguf"
@@ -55,7 +55,7 @@ class LocalServerError(RuntimeError):
 
 
 def models_dir() -> Path:
-    return Path(os.environ.get("VISTA_MODELS_DIR", CACHE_ROOT / "models"))
+    return Path(os.environ.get("VISTA_MODELS_DIR") or cache_root() / "models")
 
 
 def sha256_of(path: Path) -> str:

@@ -14,7 +14,11 @@ from pathlib import Path
 import dspy
 
 DEFAULT_MAX_TOKENS = 1024
-CACHE_ROOT = Path(os.environ.get("VISTA_CACHE_DIR", Path.home() / ".cache" / "vista-dspy"))
+
+
+def cache_root() -> Path:
+    """Where vista-dspy keeps its caches (LM answers, the local model): $VISTA_CACHE_DIR or ~/.cache/vista-dspy."""
+    return Path(os.environ.get("VISTA_CACHE_DIR") or Path.home() / ".cache" / "vista-dspy")
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,15 @@ def build_adapter(name: str) -> dspy.Adapter:
     return ADAPTERS[name]()
 
 
-def cache_dir_for(config: ModelConfig, root: Path = CACHE_ROOT) -> Path:
+def cache_dir_for(config: ModelConfig, root: Path | None = None) -> Path:
     """One disk cache per (model, endpoint): DSPy's cache key ignores api_base, so two servers exposing the
     same model name would otherwise share answers."""
     identity = config.cache_identity or f"{config.model}\n{config.api_base or ''}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return root / "lm-cache" / key
+    return (root or cache_root()) / "lm-cache" / key
 
 
-def use_cache_for(config: ModelConfig, root: Path = CACHE_ROOT) -> Path | None:
+def use_cache_for(config: ModelConfig, root: Path | None = None) -> Path | None:
     """Point DSPy's process-wide cache at this endpoint's own directory (or turn it off)."""
     if not config.cache:
         dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
