@@ -1,0 +1,39 @@
+import pytest
+
+from vista_dspy.metrics import krippendorff_alpha, match_claims, mcnemar_exact, token_f1
+
+
+def test_mcnemar_exact_counts_discordant_pairs():
+    gold = ["h"] * 12
+    a = ["h"] * 10 + ["f"] * 2  # right on the first 10
+    b = ["f"] * 10 + ["h"] * 2  # right on the last 2
+    result = mcnemar_exact(gold, a, b)
+    assert (result["a_only"], result["b_only"], result["both_right"], result["both_wrong"]) == (10, 2, 0, 0)
+    assert result["pvalue"] == pytest.approx(0.0386, abs=1e-3)  # 2 * P(X <= 2), X ~ Bin(12, 0.5)
+    same = mcnemar_exact(gold, a, a)
+    assert same["pvalue"] == 1.0
+    with pytest.raises(ValueError):
+        mcnemar_exact(gold, a, b[:-1])
+
+
+def test_krippendorff_alpha_nominal():
+    perfect = [["a", "b", "a", "c"], ["a", "b", "a", "c"]]
+    assert krippendorff_alpha(perfect) == pytest.approx(1.0)
+    # Textbook-style check: one disagreement among 4 items of 2 raters.
+    some = [["a", "b", "a", "b"], ["a", "b", "b", "b"]]
+    assert 0 < krippendorff_alpha(some) < 1
+    with_missing = [["a", None, "b"], ["a", "b", "b"]]
+    assert krippendorff_alpha(with_missing) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        krippendorff_alpha([["a", "a"], ["a", "a"]])
+
+
+def test_claim_matching_is_one_to_one_and_normalises_speakers():
+    gold = ["The wizard likes wild beaches.", "Lifeguard posts are man-made structures.", "Wild beaches are far from cities."]
+    extracted = ["The assistant likes wild beaches.", "Lifeguard posts are structures made by people.",
+                 "The assistant likes wild beaches a lot."]
+    match = match_claims(extracted, gold)
+    assert [(e, g) for e, g, _ in match.pairs] == [(0, 0), (1, 1)]  # extracted 2 cannot reuse gold 0
+    assert match.jaccard == pytest.approx(2 / 4) and match.f1 == pytest.approx(4 / 6)
+    assert token_f1("The wizard likes dogs", "the assistant likes dogs") == 1.0
+    assert match_claims([], []).f1 == 1.0 and match_claims(["x"], []).jaccard == 0.0

@@ -1,0 +1,103 @@
+"""Statistics for comparing judges: McNemar's exact test, Krippendorff's alpha, and claim-set matching.
+
+Turn- and claim-level agreement with gold lives in ``scoring`` (accuracy, P/R/F1, macro-F1); this module adds what
+the paper's comparisons need, on top of statsmodels, krippendorff and scipy rather than hand-rolled formulas.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from statsmodels.stats.contingency_tables import mcnemar as _mcnemar
+
+from .data.vista import normalize_speakers
+
+
+def mcnemar_exact(gold: Sequence[Any], system_a: Sequence[Any], system_b: Sequence[Any]) -> dict[str, Any]:
+    """Exact (binomial) McNemar test of two systems' correctness on the same items.
+
+    Returns the discordant counts (``a_only``: A right and B wrong; ``b_only``: the reverse) and the two-sided
+    p-value. With no discordant pair the systems are indistinguishable: p = 1.
+    """
+    if not len(gold) == len(system_a) == len(system_b):
+        raise ValueError("gold and both systems must cover the same items")
+    right_a = [a == g for a, g in zip(system_a, gold)]
+    right_b = [b == g for b, g in zip(system_b, gold)]
+    table = [
+        [sum(a and b for a, b in zip(right_a, right_b)), sum(a and not b for a, b in zip(right_a, right_b))],
+        [sum(b and not a for a, b in zip(right_a, right_b)), sum(not a and not b for a, b in zip(right_a, right_b))],
+    ]
+    a_only, b_only = table[0][1], table[1][0]
+    pvalue = 1.0 if a_only + b_only == 0 else float(_mcnemar(table, exact=True).pvalue)
+    return {"items": len(gold), "both_right": table[0][0], "a_only": a_only, "b_only": b_only,
+            "both_wrong": table[1][1], "pvalue": pvalue}
+
+
+def krippendorff_alpha(ratings: Sequence[Sequence[Any]]) -> float:
+    """Nominal Krippendorff's alpha. ``ratings``: one row per rater, one column per item; None = not rated."""
+    import krippendorff
+
+    values = sorted({v for row in ratings for v in row if v is not None}, key=str)
+    if len(values) < 2:
+        raise ValueError("alpha needs at least two distinct labels among the ratings")
+    code = {v: i for i, v in enumerate(values)}
+    matrix = np.array([[np.nan if v is None else code[v] for v in row] for row in ratings], dtype=float)
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
+
+
+# ---- claim-set matching -----------------------------------------------------------------------------------------
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the of to is are was were be and or in on at for with that this it its as by".split())
+
+
+def claim_tokens(claim: str) -> Counter:
+    """Bag of content words of a claim after speaker normalisation (wizard -> assistant, apprentice -> user)."""
+    return Counter(w for w in _WORD.findall(normalize_speakers(claim).lower()) if w not in _STOP)
+
+
+def token_f1(a: str, b: str) -> float:
+    ta, tb = claim_tokens(a), claim_tokens(b)
+    common = sum((ta & tb).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / sum(ta.values()), common / sum(tb.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass
+class ClaimMatch:
+    pairs: list[tuple[int, int, float]]  # (index in extracted, index in gold, similarity)
+    extracted: int
+    gold: int
+
+    @property
+    def jaccard(self) -> float:
+        union = self.extracted + self.gold - len(self.pairs)
+        return len(self.pairs) / union if union else 1.0
+
+    @property
+    def f1(self) -> float:
+        total = self.extracted + self.gold
+        return 2 * len(self.pairs) / total if total else 1.0
+
+
+def match_claims(extracted: Sequence[str], gold: Sequence[str], threshold: float = 0.5) -> ClaimMatch:
+    """One-to-one matching of extracted claims to gold claims.
+
+    Matcher: similarity = F1 of content-word bags (lower-cased, stop words removed, speaker names normalised);
+    the assignment maximising total similarity is found with the Hungarian algorithm (scipy), and a pair counts
+    as a match when its similarity is at least ``threshold`` (default 0.5). Jaccard = matches / (|E| + |G| -
+    matches); F1 = 2 matches / (|E| + |G|). Two empty sets agree perfectly.
+    """
+    if not extracted or not gold:
+        return ClaimMatch(pairs=[], extracted=len(extracted), gold=len(gold))
+    similarity = np.array([[token_f1(e, g) for g in gold] for e in extracted])
+    rows, cols = linear_sum_assignment(similarity, maximize=True)
+    pairs = [(int(r), int(c), float(similarity[r, c])) for r, c in zip(rows, cols) if similarity[r, c] >= threshold]
+    return ClaimMatch(pairs=pairs, extracted=len(extracted), gold=len(gold))
