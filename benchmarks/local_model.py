@@ -3,7 +3,8 @@
     python benchmarks/local_model.py [--turns 20] [--data ../shared/data/vista_human_eval/dev.json]
 
 Runs two passes with the same server, both uncached: VISTA end to end (decompose -> verify -> categorize) for
-turn accuracy, and --judge-given-claims (the human claims are judged) for claim accuracy. Prints seconds per
+turn accuracy and the agreement of decomposed claims with the human claims (claim-set F1, vista_dspy.metrics),
+and --judge-given-claims (the human claims are judged) for claim accuracy. Prints seconds per
 judged turn, LM calls and tokens per judged turn, parse failures, and accuracies beside trivial baselines.
 Verdicts are kept under --out for inspection. Appends nothing by itself: copy the printed Markdown into
 benchmarks/RESULTS.md.
@@ -30,6 +31,7 @@ from vista_dspy.local import (
     local_model_config,
     resolve_gguf,
 )
+from vista_dspy.metrics import match_claims
 from vista_dspy.models import use_cache_for
 from vista_dspy.runner import evaluate
 
@@ -51,6 +53,20 @@ def parse_failures(verdicts) -> int:
     errors = [c.error for v in verdicts for t in v.turns for c in t.claims if c.error]
     errors += [t.error for v in verdicts for t in v.turns if t.error] + [e for v in verdicts for e in v.errors]
     return sum("AdapterParseError" in e for e in errors)
+
+
+def decomposition_agreement(dialogues, verdicts) -> float | None:
+    """Micro claim-set F1 between decomposed claims and the human claims of the same turns (metrics.match_claims)."""
+    gold = {(d.id, i): [c.text for c in d.turns[i].gold.claims] for d in dialogues for i in d.judged_turns
+            if d.turns[i].gold and d.turns[i].gold.claims is not None}
+    matched = total = 0
+    for verdict in verdicts:
+        for turn in verdict.turns:
+            if turn.claims_source == "decomposed" and (verdict.dialogue_id, turn.turn_index) in gold:
+                match = match_claims([c.claim for c in turn.claims], gold[(verdict.dialogue_id, turn.turn_index)])
+                matched += len(match.pairs)
+                total += match.extracted + match.gold
+    return 2 * matched / total if total else None
 
 
 def run_pass(name, dialogues, program, config, given, out_dir):
@@ -75,6 +91,8 @@ def run_pass(name, dialogues, program, config, given, out_dir):
         "ERROR claims": summary["errors"]["claims"],
         "wall s": seconds,
     }
+    if not given:
+        row["claim-set F1 vs human"] = decomposition_agreement(dialogues, result.verdicts)
     metrics = summary.get("turn_metrics", {})
     row["turn acc"] = metrics.get("accuracy")
     row["always-halluc acc"] = metrics.get("always_hallucinated_accuracy")

@@ -66,7 +66,8 @@ class RuleEngine:
 
     @staticmethod
     def _stage(system: str) -> str:
-        for stage, marker in (("decompose", "`claims`"), ("verify", "`label`"), ("categorize", "`category`"),
+        for stage, marker in (("decompose", "`claims`"), ("facts", "`facts`"), ("support", "`supported`"),
+                              ("judge", "'hallucinated'"), ("verify", "`label`"), ("categorize", "`category`"),
                               ("contradiction", "`contradicts`")):
             if marker in system:
                 return stage
@@ -104,6 +105,17 @@ class RuleEngine:
         else:
             category = "LACKING EVIDENCE"
         return {"explanation": f"rule for {category}", "category": category}
+
+    def facts(self, inputs):
+        return {"facts": [s for s in split_sentences(inputs["text"]) if not s.endswith("?")]}
+
+    def support(self, inputs):
+        return {"supported": norm(inputs["fact"]) in norm(inputs["reference"])}
+
+    def judge(self, inputs):
+        sentences = [s for s in split_sentences(inputs["turn"]) if not s.endswith("?")]
+        faithful = all(norm(s) in norm(inputs["reference"]) for s in sentences)
+        return {"explanation": "rule", "label": "faithful" if faithful else "hallucinated"}
 
     def contradiction(self, inputs):
         contradicts = "contrary" in inputs["turn"].lower()

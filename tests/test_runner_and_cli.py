@@ -130,3 +130,17 @@ def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
     w1 = ModelConfig("openai/local", api_base="http://127.0.0.1:1/v1", cache_identity="gguf:x:1")
     w2 = ModelConfig("openai/local", api_base="http://127.0.0.1:2/v1", cache_identity="gguf:x:1")
     assert cache_dir_for(w1) == cache_dir_for(w2)
+
+
+def test_cli_runs_a_baseline_over_http(tmp_path, dev_file):
+    with FakeOpenAIServer() as server:
+        result = runner.invoke(app, ["evaluate", str(dev_file), "--model", "openai/fake", "--api-base", server.url,
+                                     "--limit", "2", "--out", str(tmp_path / "o"), "--system", "judge",
+                                     "--no-cache", "--json"])
+    assert result.exit_code == 0, result.output
+    verdicts = read_verdicts(tmp_path / "o" / VERDICTS)
+    assert [v.program for v in verdicts] == ["judge", "judge"]
+    assert all(t.explanation for v in verdicts for t in v.turns)
+    result = runner.invoke(app, ["evaluate", str(dev_file), "-m", "openai/x", "--system", "factscore",
+                                 "--judge-given-claims"])
+    assert result.exit_code == 2 and "apply to --system vista only" in result.output

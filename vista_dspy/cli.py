@@ -26,6 +26,13 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
+class System(str, Enum):
+    vista = "vista"
+    factscore = "factscore"
+    factscore_nosplit = "factscore-nosplit"
+    judge = "judge"
+
+
 class Adapter(str, Enum):
     json = "json"
     chat = "chat"
@@ -60,6 +67,9 @@ def evaluate(
                                                   "instead of the bundled one.")] = None,
     port: Annotated[int, typer.Option(help="With the local model: port of the embedded server (an already running "
                                            "`vista serve` on it is reused).")] = DEFAULT_PORT,
+    system: Annotated[System, typer.Option(help="vista, or a baseline with the same LM: factscore, "
+                                                "factscore-nosplit (facts from the whole turn), judge (LLM-as-Judge). "
+                                                "The VISTA switches below apply to vista only.")] = System.vista,
     program: Annotated[Optional[str], typer.Option(help="Saved program: a JSON path or a name in "
                                                         "vista_dspy/compiled/. Default: the seed program.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (verdicts.jsonl, summary.json, run.json). "
@@ -93,6 +103,7 @@ def evaluate(
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from dspy.utils.exceptions import LMError
 
+    from .baselines import SYSTEMS
     from .data import InputError, load_dialogues
     from .local import LocalServer, LocalServerError, ModelNotFound, ServerSettings, local_model_config, resolve_gguf
     from .models import ModelConfig, use_cache_for
@@ -131,18 +142,24 @@ def evaluate(
                              cache=cache, adapter=adapter.value)
         threads = threads or 4
         short_answer_tokens = None
-    try:
-        judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
-                                   history_in_decompose=history, zero_shot=zero_shot,
-                                   seed_background=background, check_contradictions=contradiction_check,
-                                   short_answer_tokens=short_answer_tokens)
-    except (FileNotFoundError, KeyError, ValueError) as exc:
-        raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
+    if system is not System.vista:
+        if judge_given_claims or program:
+            raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
+        judge = SYSTEMS[system.value](zero_shot=zero_shot, short_answer_tokens=short_answer_tokens)
+    else:
+        try:
+            judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
+                                       history_in_decompose=history, zero_shot=zero_shot,
+                                       seed_background=background, check_contradictions=contradiction_check,
+                                       short_answer_tokens=short_answer_tokens)
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
                   f"{f' at {config.api_base}' if config.api_base else ''}, program [bold]{judge.program_name}[/]",
                   highlight=False)
 
-    out = out or Path("vista-runs") / f"{_slug(input.stem)}__{_slug(model or 'local')}"
+    suffix = "" if system is System.vista else f"__{system.value}"
+    out = out or Path("vista-runs") / f"{_slug(input.stem)}__{_slug(model or 'local')}{suffix}"
     if overwrite:
         for name in (VERDICTS, SUMMARY, RUN):
             (out / name).unlink(missing_ok=True)

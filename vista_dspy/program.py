@@ -118,12 +118,101 @@ def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
     }
 
 
+def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
+    """Book one stage call's usage; returns the result so calls can be accounted inline."""
+    for model, counts in result.usage.items():
+        usage.add(stage, model, counts)
+    return result
+
+
 def _describe(error: Exception) -> str:
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text[:500]}"
 
 
-class Vista(dspy.Module):
+class StagedModule(dspy.Module):
+    """Shared machinery of VISTA and the baselines: a judging method is a generator that yields batches of stage
+    calls; ``_drive`` runs them blocking, ``_adrive`` concurrently. Every call's usage is measured, and any failure
+    except a fatal configuration error becomes an explicit error result (never an exception that loses a dialogue).
+    """
+
+    zero_shot: bool = False
+    short_answer_tokens: int | None = None
+    program_name: str = "unsaved"
+
+    def options(self) -> dict[str, Any]:
+        return {}
+
+    def _verdict(
+        self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str]
+    ) -> DialogueVerdict:
+        return DialogueVerdict(
+            dialogue_id=dialogue.id,
+            turns=turns,
+            score=scoring.micro_score(turns),
+            usage=usage,
+            errors=errors,
+            program=self.program_name,
+            model=_current_model(),
+            options=self.options(),
+            source=dialogue.source,
+        )
+
+    # ---- drivers -------------------------------------------------------------------------------------------
+    def _drive(self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            # Claims of one turn back to back: a local server reuses the cached prompt prefix.
+            results = [self._call(call) for call in batch]
+
+    async def _adrive(
+        self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]
+    ) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
+
+    def _kwargs(self, call: StageCall) -> dict[str, Any]:
+        kwargs = dict(call.inputs)
+        if call.signature is not None:
+            kwargs["signature"] = call.signature
+        if self.zero_shot:
+            kwargs["demos"] = []
+        if self.short_answer_tokens and call.stage != "decompose":
+            kwargs["config"] = {"max_tokens": self.short_answer_tokens}
+        return kwargs
+
+    def _call(self, call: StageCall) -> StageResult:
+        with dspy.track_usage() as tracker:
+            try:
+                prediction, error = call.predictor(**self._kwargs(call)), None
+            except FATAL_LM_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
+                prediction, error = None, _describe(exc)
+        return StageResult(prediction, error, _usage_of(tracker))
+
+    async def _acall(self, call: StageCall) -> StageResult:
+        with dspy.track_usage() as tracker:
+            try:
+                prediction, error = await call.predictor.acall(**self._kwargs(call)), None
+            except FATAL_LM_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                prediction, error = None, _describe(exc)
+        return StageResult(prediction, error, _usage_of(tracker))
+
+
+
+class Vista(StagedModule):
     """The VISTA evaluator.
 
     Args:
@@ -233,58 +322,6 @@ class Vista(dspy.Module):
             given[index] = list(gold.claims)
         return given
 
-    # ---- drivers -------------------------------------------------------------------------------------------
-    def _drive(self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]) -> DialogueVerdict:
-        results: list[StageResult] | None = None
-        while True:
-            try:
-                batch = steps.send(results)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value
-            # Claims of one turn back to back: a local server reuses the cached prompt prefix.
-            results = [self._call(call) for call in batch]
-
-    async def _adrive(
-        self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]
-    ) -> DialogueVerdict:
-        results: list[StageResult] | None = None
-        while True:
-            try:
-                batch = steps.send(results)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value
-            results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
-
-    def _kwargs(self, call: StageCall) -> dict[str, Any]:
-        kwargs = dict(call.inputs)
-        if call.signature is not None:
-            kwargs["signature"] = call.signature
-        if self.zero_shot:
-            kwargs["demos"] = []
-        if self.short_answer_tokens and call.stage != "decompose":
-            kwargs["config"] = {"max_tokens": self.short_answer_tokens}
-        return kwargs
-
-    def _call(self, call: StageCall) -> StageResult:
-        with dspy.track_usage() as tracker:
-            try:
-                prediction, error = call.predictor(**self._kwargs(call)), None
-            except FATAL_LM_ERRORS:
-                raise
-            except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
-                prediction, error = None, _describe(exc)
-        return StageResult(prediction, error, _usage_of(tracker))
-
-    async def _acall(self, call: StageCall) -> StageResult:
-        with dspy.track_usage() as tracker:
-            try:
-                prediction, error = await call.predictor.acall(**self._kwargs(call)), None
-            except FATAL_LM_ERRORS:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                prediction, error = None, _describe(exc)
-        return StageResult(prediction, error, _usage_of(tracker))
-
     # ---- the method ----------------------------------------------------------------------------------------
     def _judge(
         self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None
@@ -298,9 +335,7 @@ class Vista(dspy.Module):
         categorize_signature = with_history(self.categorize.signature) if self.use_context else None
 
         def account(stage: str, result: StageResult) -> StageResult:
-            for model, counts in result.usage.items():
-                usage.add(stage, model, counts)
-            return result
+            return add_usage(usage, stage, result)
 
         for index, turn in enumerate(dialogue.turns):
             if turn.role == "user":
@@ -384,17 +419,7 @@ class Vista(dspy.Module):
                 c.claim for c in claim_verdicts if c.category in (Category.VERIFIED, Category.OUT_OF_SCOPE)
             )
 
-        return DialogueVerdict(
-            dialogue_id=dialogue.id,
-            turns=verdicts,
-            score=scoring.micro_score(verdicts),
-            usage=usage,
-            errors=errors,
-            program=self.program_name,
-            model=_current_model(),
-            options=self.options(),
-            source=dialogue.source,
-        )
+        return self._verdict(dialogue, verdicts, usage, errors)
 
     @staticmethod
     def _claim_verdict(claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None) -> ClaimVerdict:

@@ -41,7 +41,7 @@ JUDGED_CATEGORIES = (
 
 TurnLabel = Literal["faithful", "hallucinated", "unknown"]
 GoldLabel = Literal["faithful", "hallucinated"]
-Stage = Literal["decompose", "verify", "categorize", "contradiction"]
+Stage = Literal["decompose", "verify", "categorize", "contradiction", "judge"]
 
 
 class _Record(BaseModel):
@@ -203,6 +203,8 @@ class TurnVerdict(_Record):
     # The numbered knowledge store exactly as the judge saw it for this turn.
     knowledge: list[str]
     contradiction: ContradictionVerdict | None = None
+    # A holistic judge's reason for the whole turn (LLM-as-Judge baseline); claim-level judges leave it empty.
+    explanation: str | None = None
     duplicates_removed: int = 0
     error: str | None = None
     gold_label: GoldLabel | None = None

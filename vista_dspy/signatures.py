@@ -134,3 +134,34 @@ def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     """
     index = list(signature.input_fields).index("claim")
     return signature.insert(index, "history", dspy.InputField(desc=HISTORY_FIELD_DESC), type_=str)
+
+
+# ---- baselines ------------------------------------------------------------------------------------------------
+class AtomicFacts(dspy.Signature):
+    """List the atomic facts that the text states: short, independent statements that each carry one piece of
+    information. Keep names instead of pronouns. A question, greeting or thanks states no fact."""
+
+    text: str = dspy.InputField(desc="one sentence, or a whole dialogue turn")
+    facts: ClaimList = dspy.OutputField(desc="the atomic facts, in order; an empty list if there are none")
+
+
+class IsSupported(dspy.Signature):
+    """Is the fact supported by the reference document? Answer true only if the document states it or plainly
+    entails it; a fact the document does not mention is not supported. Do not use outside knowledge."""
+
+    reference: str = dspy.InputField(desc="the reference document")
+    fact: str = dspy.InputField()
+    supported: bool = dspy.OutputField()
+
+
+class JudgeTurn(dspy.Signature):
+    """Judge the assistant's latest turn as a whole. It is faithful if everything it asserts as fact is supported
+    by the reference document or by what was said earlier in the conversation; it is hallucinated if it asserts
+    anything the sources do not support or contradict. Opinions, questions, chit-chat and admissions of not
+    knowing do not make a turn hallucinated. Do not use outside knowledge."""
+
+    reference: str = dspy.InputField(desc="the reference document retrieved for this turn")
+    history: str = dspy.InputField(desc="earlier turns of the dialogue, one 'role: text' line each")
+    turn: str = dspy.InputField(desc="the assistant turn to judge")
+    explanation: str = dspy.OutputField(desc="at most 30 words")
+    label: Literal["faithful", "hallucinated"] = dspy.OutputField()

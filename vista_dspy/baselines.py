@@ -1,0 +1,172 @@
+"""The paper's baselines, run with the same LM and returning the same verdict records as VISTA.
+
+- ``FActScore``: split the turn into sentences, list each sentence's atomic facts, ask for each fact whether the
+  reference supports it; the turn is hallucinated if any fact is not supported. ``split_sentences=False`` is the
+  variant that extracts facts from the whole turn at once. No history, no knowledge store. Supported facts are
+  recorded as VERIFIED, unsupported ones as LACKING EVIDENCE (FActScore has no finer categories).
+- ``LLMJudge``: one holistic call per judged turn, given the reference and the history: faithful or hallucinated,
+  with an explanation on the turn verdict (no claims).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from typing import Any
+
+import dspy
+
+from . import scoring
+from .program import StageCall, StagedModule, StageResult, add_usage, clean_claims, render_history
+from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, TurnVerdict, Usage
+from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
+
+# Sentence ends: . ! ? followed by space and a capital/quote/digit. Hand-written on purpose: FActScore's NLTK
+# splitter needs a data download, and dialogue turns are short and plain.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+FACT_DEMOS = [
+    {"text": "Kilimanjaro, a dormant volcano in Tanzania, is Africa's highest mountain.",
+     "facts": ["Kilimanjaro is a dormant volcano.", "Kilimanjaro is in Tanzania.",
+               "Kilimanjaro is the highest mountain in Africa."]},
+    {"text": "Have you ever been there?", "facts": []},
+    {"text": "I love jazz, and Miles Davis recorded Kind of Blue in 1959.",
+     "facts": ["The speaker loves jazz.", "Miles Davis recorded Kind of Blue.", "Kind of Blue was recorded in 1959."]},
+]
+SUPPORT_DEMOS = [
+    {"reference": "Penicillin\nAlexander Fleming discovered penicillin in 1928 in London.",
+     "fact": "Penicillin was discovered in 1928.", "supported": True},
+    {"reference": "Penicillin\nAlexander Fleming discovered penicillin in 1928 in London.",
+     "fact": "Fleming won a Nobel Prize.", "supported": False},
+]
+JUDGE_DEMOS = [
+    {"reference": "Lisbon\nLisbon is built on seven hills and is served by historic trams.",
+     "history": "user: Is Lisbon flat?", "turn": "Not at all, it sits on seven hills! I loved riding the old trams.",
+     "explanation": "The hills and trams are in the reference; enjoying the trams is a personal remark.",
+     "label": "faithful"},
+    {"reference": "Lisbon\nLisbon is built on seven hills and is served by historic trams.",
+     "history": "user: Is Lisbon old?", "turn": "Yes, it was founded by the Romans in 300 BC.",
+     "explanation": "The founding by the Romans and the date are not in the reference.", "label": "hallucinated"},
+]
+
+
+def _examples(demos: list[dict]) -> list[dspy.Example]:
+    return [dspy.Example(**demo) for demo in demos]
+
+
+class FActScore(StagedModule):
+    """FActScore adapted to dialogue turns (see the module docstring)."""
+
+    def __init__(self, *, split_sentences: bool = True, zero_shot: bool = False,
+                 short_answer_tokens: int | None = None) -> None:
+        super().__init__()
+        self.facts = dspy.Predict(AtomicFacts)
+        self.support = dspy.Predict(IsSupported)
+        self.facts.demos = _examples(FACT_DEMOS)
+        self.support.demos = _examples(SUPPORT_DEMOS)
+        self.split_sentences = split_sentences
+        self.zero_shot = zero_shot
+        self.short_answer_tokens = short_answer_tokens
+        self.program_name = "factscore" if split_sentences else "factscore-nosplit"
+
+    def options(self) -> dict[str, Any]:
+        return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot}
+
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self._drive(self._judge(dialogue))
+
+    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue))
+
+    def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+        usage, verdicts = Usage(), []
+        for index in dialogue.judged_turns:
+            turn = dialogue.turns[index]
+            units = split_sentences(turn.text) if self.split_sentences else [turn.text]
+            batch = [StageCall("decompose", self.facts, {"text": unit}) for unit in units]
+            results = [add_usage(usage, "decompose", r) for r in (yield batch)]
+            failed = [r.error for r in results if r.error is not None]
+            facts, removed = clean_claims([f for r in results if r.error is None for f in (r.prediction.facts or [])])
+            reference = turn.grounding.document or NO_REFERENCE
+            batch = [StageCall("verify", self.support, {"reference": reference, "fact": f}) for f in facts]
+            checks = [add_usage(usage, "verify", r) for r in (yield batch)] if batch else []
+            claims = [self._claim(fact, check) for fact, check in zip(facts, checks)]
+            categories = [c.category for c in claims]
+            verdicts.append(TurnVerdict(
+                turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=claims,
+                claims_source="decomposed", label=scoring.turn_label(categories, failed=bool(failed)),
+                score=scoring.turn_score(categories), knowledge=[], duplicates_removed=removed,
+                error=f"fact extraction failed: {failed[0]}" if failed else None,
+                gold_label=turn.gold.label if turn.gold else None,
+            ))
+        return self._verdict(dialogue, verdicts, usage, [])
+
+    @staticmethod
+    def _claim(fact: str, check: StageResult) -> ClaimVerdict:
+        if check.error is not None:
+            return ClaimVerdict(claim=fact, category=Category.ERROR, stage="verify", error=check.error)
+        supported = bool(check.prediction.supported)
+        return ClaimVerdict(
+            claim=fact,
+            category=Category.VERIFIED if supported else Category.LACKING_EVIDENCE,
+            explanation="supported by the reference" if supported else "not supported by the reference",
+            stage="verify",
+        )
+
+
+class LLMJudge(StagedModule):
+    """One holistic faithful/hallucinated call per judged turn."""
+
+    def __init__(self, *, zero_shot: bool = False, short_answer_tokens: int | None = None) -> None:
+        super().__init__()
+        self.judge = dspy.Predict(JudgeTurn)
+        self.judge.demos = _examples(JUDGE_DEMOS)
+        self.zero_shot = zero_shot
+        self.short_answer_tokens = short_answer_tokens
+        self.program_name = "judge"
+
+    def options(self) -> dict[str, Any]:
+        return {"zero_shot": self.zero_shot}
+
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self._drive(self._judge(dialogue))
+
+    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue))
+
+    def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+        usage, verdicts = Usage(), []
+        indices = dialogue.judged_turns
+        batch = [
+            StageCall("judge", self.judge, {
+                "reference": dialogue.turns[i].grounding.document or NO_REFERENCE,
+                "history": render_history(dialogue.turns[:i]),
+                "turn": dialogue.turns[i].text,
+            })
+            for i in indices
+        ]
+        # Turns are judged independently, so all of them go in one batch (concurrent under aforward).
+        results = [add_usage(usage, "judge", r) for r in (yield batch)] if batch else []
+        for index, result in zip(indices, results):
+            turn = dialogue.turns[index]
+            verdicts.append(TurnVerdict(
+                turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=[],
+                claims_source="decomposed",
+                label="unknown" if result.error else result.prediction.label,
+                score=None, knowledge=[], error=result.error,
+                explanation=None if result.error else result.prediction.explanation,
+                gold_label=turn.gold.label if turn.gold else None,
+            ))
+        return self._verdict(dialogue, verdicts, usage, [])
+
+
+SYSTEMS = {
+    "factscore": lambda **kw: FActScore(split_sentences=True, **kw),
+    "factscore-nosplit": lambda **kw: FActScore(split_sentences=False, **kw),
+    "judge": lambda **kw: LLMJudge(**kw),
+}
