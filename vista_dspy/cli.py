@@ -94,7 +94,9 @@ def evaluate(
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")] = True,
-    format: Annotated[Optional[str], typer.Option(help="Input format: vista or dialogues. Default: detected.")] = None,
+    format: Annotated[Optional[str], typer.Option(help="Input format: vista or dialogues (default: detected), or a "
+                                                       "benchmark loader: begin, fade, faithdial-audit, coconot, "
+                                                       "rgm-contradictions, ais (see vista_dspy/data/benchmarks.py).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an earlier run in --out instead of resuming it.")] = False,
     show_claims: Annotated[Optional[bool], typer.Option(help="Print every claim's verdict (default: when at most "
                                                              "3 dialogues).")] = None,

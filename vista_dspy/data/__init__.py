@@ -79,9 +79,13 @@ def register(name: str) -> Callable[[Loader], Loader]:
 
 
 def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue]:
-    """Load dialogues from ``path``; ``format`` names a registered loader, or None to detect it."""
-    from . import vista  # noqa: F401 — registers the loaders
+    """Load dialogues from ``path``; ``format`` names a registered loader (VISTA's JSON ``vista``, ``dialogues``
+    records, or a benchmark: begin, fade, faithdial-audit, coconot, rgm-contradictions, ais), or None to detect
+    between the two JSON formats."""
+    from . import benchmarks, vista  # registers the loaders
 
+    if format in benchmarks.BENCHMARKS:
+        return benchmarks.load_benchmark(format, path)
     # Whole-file JSON is parsed once here and handed to the loader; JSONL is read line by line by its loader.
     data = None if Path(path).suffix == ".jsonl" else read_json(path)
     if format is None:
