@@ -33,7 +33,8 @@ from vista_dspy.local import (
 )
 from vista_dspy.metrics import match_claims
 from vista_dspy.models import use_cache_for
-from vista_dspy.runner import evaluate
+from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+from vista_dspy.scoring import summarize
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
 
@@ -75,24 +76,28 @@ def run_pass(name, dialogues, program, config, given, out_dir):
     started = time.perf_counter()
     result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given,
                       out_dir=out_dir)
-    seconds = time.perf_counter() - started
-    summary = result.summary
+    return measure(name, dialogues, result.verdicts, time.perf_counter() - started, given)
+
+
+def measure(name, dialogues, verdicts, seconds, given):
+    """One table row from a pass's verdicts (``seconds`` None when re-reading a finished run)."""
+    summary = summarize(verdicts)
     turns = summary["judged_turns"]
     usage = summary["usage"]["total"]
     row = {
         "pass": name,
         "judged turns": turns,
         "claims": summary["claims"],
-        "s / judged turn": seconds / turns,
+        "s / judged turn": seconds / turns if seconds else None,
         "LM calls / turn": usage["calls"] / turns,
         "prompt tok / turn": usage["prompt_tokens"] / turns,
         "completion tok / turn": usage["completion_tokens"] / turns,
-        "parse failures": parse_failures(result.verdicts),
+        "parse failures": parse_failures(verdicts),
         "ERROR claims": summary["errors"]["claims"],
         "wall s": seconds,
     }
     if not given:
-        row["claim-set F1 vs human"] = decomposition_agreement(dialogues, result.verdicts)
+        row["claim-set F1 vs human"] = decomposition_agreement(dialogues, verdicts)
     metrics = summary.get("turn_metrics", {})
     row["turn acc"] = metrics.get("accuracy")
     row["always-halluc acc"] = metrics.get("always_hallucinated_accuracy")
@@ -126,6 +131,8 @@ def main() -> int:
     parser.add_argument("--gguf", default=None)
     parser.add_argument("--program", default=None, help="saved program (default: seed)")
     parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
+    parser.add_argument("--report-only", action="store_true",
+                        help="do not run: re-read the verdicts under --out and print the table (no timings)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where the verdicts go (default benchmarks/runs/local-<program>-<turns>)")
     args = parser.parse_args()
@@ -138,6 +145,12 @@ def main() -> int:
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}"
+    if args.report_only:
+        rows = [measure(name, dialogues, read_verdicts(out / folder / VERDICTS), None, given)
+                for name, folder, given in (("end to end", "end-to-end", False), ("given claims", "given", True))
+                if (out / folder / VERDICTS).exists()]
+        print_table(rows, args, settings, program, "n/a (re-read)")
+        return 0
     rows = []
     with LocalServer(settings) as server:
         rows.append(run_pass("end to end", dialogues, program, config, given=False, out_dir=out / "end-to-end"))
@@ -146,19 +159,22 @@ def main() -> int:
             rows.append(run_pass("given claims", dialogues, program, config, given=True, out_dir=out / "given"))
             print(rows[-1], flush=True)
         peak = server_peak_rss_gib(server)
+    print_table(rows, args, settings, program, peak)
+    return 0
 
+
+def print_table(rows, args, settings, program, peak) -> None:
     print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns}`")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
           f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}; "
           f"server peak RSS {peak}.\n")
-    columns = [k for k in rows[0] if k != "categories"] + [k for k in rows[-1] if k not in rows[0]]
+    columns = list(dict.fromkeys(k for row in rows for k in row if k != "categories"))
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
     for row in rows:
         print(f"\n{row['pass']}: {row['categories']}")
-    return 0
 
 
 def _fmt(value) -> str:
