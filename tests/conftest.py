@@ -8,7 +8,20 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import dspy  # noqa: E402
 import pytest  # noqa: E402
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _shared_data() -> Path:
+    """The workplace's benchmark data: $VISTA_DATA_DIR, else ../shared/data beside the checkout, else the
+    workplace's fixed location (a CI clone may live elsewhere). Never copied into the repository."""
+    candidates = [os.environ.get("VISTA_DATA_DIR"), Path(__file__).resolve().parents[2] / "shared" / "data",
+                  "/work/shared/data"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+SHARED_DATA = _shared_data()
 DEV_FILE = SHARED_DATA / "vista_human_eval" / "dev.json"
 
 
