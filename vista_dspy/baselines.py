@@ -77,12 +77,6 @@ class FActScore(StagedModule):
     def options(self) -> dict[str, Any]:
         return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot}
 
-    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return self._drive(self._judge(dialogue))
-
-    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return await self._adrive(self._judge(dialogue))
-
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []
         for index in dialogue.judged_turns:
@@ -132,12 +126,6 @@ class LLMJudge(StagedModule):
 
     def options(self) -> dict[str, Any]:
         return {"zero_shot": self.zero_shot}
-
-    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return self._drive(self._judge(dialogue))
-
-    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return await self._adrive(self._judge(dialogue))
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []

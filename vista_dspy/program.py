@@ -143,6 +143,15 @@ class StagedModule(dspy.Module):
     def options(self) -> dict[str, Any]:
         return {}
 
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self._drive(self._judge(dialogue))
+
+    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue))
+
+    def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+        raise NotImplementedError
+
     def _verdict(
         self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str]
     ) -> DialogueVerdict:
@@ -285,13 +294,7 @@ class Vista(StagedModule):
             "short_answer_tokens": self.short_answer_tokens,
         }
 
-    # ---- public entry points -------------------------------------------------------------------------------
-    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return self._drive(self._judge(dialogue, given=None))
-
-    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return await self._adrive(self._judge(dialogue, given=None))
-
+    # ---- public entry points (forward / aforward come from StagedModule) --------------------------------------
     def judge_claims(
         self, dialogue: Dialogue, claims_per_turn: Mapping[int, Sequence[str | GoldClaim]] | None = None
     ) -> DialogueVerdict:
@@ -324,7 +327,7 @@ class Vista(StagedModule):
 
     # ---- the method ----------------------------------------------------------------------------------------
     def _judge(
-        self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None
+        self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None = None
     ) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         seed = list(dialogue.background) if self.seed_background else []
         knowledge: list[str] = list(seed)

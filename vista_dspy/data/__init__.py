@@ -48,6 +48,19 @@ def read_json(path: str | Path) -> Any:
         raise InputError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
 
+def parse_jsonl(path: str | Path, text: str) -> list[tuple[int, Any]]:
+    """(line number, parsed value) for each non-blank line of a JSON Lines text; bad JSON names its line."""
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise InputError(path, f"invalid JSON at column {exc.colno}: {exc.msg}", record=f"line {number}") from None
+    return records
+
+
 def validation_message(error: ValidationError) -> tuple[str, str]:
     """(field path, message) of the first problem pydantic found."""
     first = error.errors()[0]

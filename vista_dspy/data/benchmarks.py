@@ -29,7 +29,6 @@ from __future__ import annotations
 import ast
 import csv
 import io
-import json
 import logging
 import os
 import random
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn, TurnGold
-from . import LOADERS, InputError, read_json, register
+from . import LOADERS, InputError, parse_jsonl, read_json, register
 
 logger = logging.getLogger("vista_dspy.data")
 
@@ -263,17 +262,10 @@ def _table(path: Path, csv_format: dict[str, Any], required: Sequence[str], repo
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    records = []
-    for number, line in enumerate(_decode(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, f"invalid JSON at column {exc.colno}: {exc.msg}", record=f"line {number}") from None
+    records = parse_jsonl(path, _decode(path))
+    for number, item in records:
         if not isinstance(item, dict):
             raise InputError(path, f"expected a JSON object, got {type(item).__name__}", record=f"line {number}")
-        records.append((number, item))
     return records
 
 

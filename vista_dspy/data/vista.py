@@ -8,13 +8,12 @@ missing, "NONE" or "Prompt Information" -> judged against the knowledge store on
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..schema import Category, Dialogue, GoldClaim, Grounding, Turn, TurnGold
-from . import InputError, dialogue_from_dict, read_json, read_text, register
+from . import InputError, dialogue_from_dict, parse_jsonl, read_json, read_text, register
 
 ROLES = {"user": "user", "apprentice": "user", "assistant": "assistant", "wizard": "assistant"}
 BACKGROUND_MARKERS = {"N/A"}
@@ -151,16 +150,7 @@ def load_dialogue_records(path: str | Path, data: Any = None) -> list[Dialogue]:
         if not isinstance(data, list):
             raise InputError(path, f"expected a JSON list of dialogue records, got {type(data).__name__}")
         return [dialogue_from_dict(path, f"record {i}", item) for i, item in enumerate(data)]
-    dialogues = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, f"invalid JSON at column {exc.colno}: {exc.msg}", record=f"line {number}") from None
-        dialogues.append(dialogue_from_dict(path, f"line {number}", item))
-    return dialogues
+    return [dialogue_from_dict(path, f"line {number}", item) for number, item in parse_jsonl(path, read_text(path))]
 
 
 def detect_format(path: str | Path, data: Any = None) -> str:
