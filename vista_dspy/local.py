@@ -275,15 +275,20 @@ class LocalServer:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise LocalServerError(f"the local server exited with code {self.process.returncode}; see {self.log}")
-            if is_healthy(port):
-                return self
-            time.sleep(0.25)
-        self.stop()
-        raise LocalServerError(f"the local server did not become healthy in {self.startup_timeout:.0f} s; see {self.log}")
+        try:
+            deadline = time.monotonic() + self.startup_timeout
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise LocalServerError(
+                        f"the local server exited with code {self.process.returncode}; see {self.log}")
+                if is_healthy(port):
+                    return self
+                time.sleep(0.25)
+            raise LocalServerError(
+                f"the local server did not become healthy in {self.startup_timeout:.0f} s; see {self.log}")
+        except BaseException:  # including Ctrl-C while waiting: never leave the child behind
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
