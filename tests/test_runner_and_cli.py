@@ -144,3 +144,14 @@ def test_cli_runs_a_baseline_over_http(tmp_path, dev_file):
     result = runner.invoke(app, ["evaluate", str(dev_file), "-m", "openai/x", "--system", "factscore",
                                  "--judge-given-claims"])
     assert result.exit_code == 2 and "apply to --system vista only" in result.output
+
+
+def test_claims_frame_has_one_row_per_claim(dev_file):
+    from vista_dspy.report import claims_frame
+
+    dialogues = load_dialogues(dev_file)[:3]
+    result = evaluate(dialogues, Vista.from_program(), rule_lm(), judge_given_claims=True)
+    frame = claims_frame(result.verdicts)
+    assert len(frame) == result.summary["claims"]
+    assert set(frame["gold_category"]) <= {"VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED", "LACKING EVIDENCE"}
+    assert list(frame["dialogue_id"].unique()) == [d.id for d in dialogues]

@@ -124,10 +124,10 @@ def evaluate(
     interrupted = False
     executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vista")
     try:
-        pending_ids = iter(todo)
+        queue = iter(todo)
         running: dict[Future, str] = {}
         # Submit lazily, at most `threads` at a time, so an interrupt leaves nothing queued.
-        for dialogue in pending_ids:
+        for dialogue in queue:
             running[executor.submit(judge, dialogue)] = dialogue.id
             if len(running) >= max(1, threads):
                 break
@@ -136,7 +136,7 @@ def evaluate(
             for future in finished:
                 running.pop(future)
                 record(future.result())
-                nxt = next(pending_ids, None)
+                nxt = next(queue, None)
                 if nxt is not None:
                     running[executor.submit(judge, nxt)] = nxt.id
     except KeyboardInterrupt:
