@@ -5,7 +5,6 @@ import csv
 import json
 import logging
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -497,3 +496,62 @@ def test_benchmarks_load_through_the_generic_entry_point():
         pytest.skip(f"{path} not found")
     dialogues = load_dialogues(path, "begin")
     assert len(dialogues) == 430 and all(len(d.judged_turns) == 1 for d in dialogues)
+
+
+# ---- FaithDial (hub format; the hub itself is unreachable here) ---------------------------------------------------
+
+FAITHDIAL_DIALOGUE = {
+    "utterances": [
+        {"history": ["Dogs", "I love pit bulls!"], "speaker": "Wizard", "knowledge": "Pit bull is a term for dogs.",
+         "original_response": "I have a pit bull, it is the common name for his breed.",
+         "response": "Pit bull is a term used for several types of dogs.", "BEGIN": ["Hallucination"],
+         "VRM": ["Disclosure"]},
+        {"history": ["Dogs", "I love pit bulls!", "Pit bull is a term used for several types of dogs.",
+                     "Where do they come from?"], "speaker": "Wizard",
+         "knowledge": "They descend from English bulldogs.", "original_response": None,
+         "response": "They descend from English bulldogs.", "BEGIN": ["Entailment"], "VRM": ["Edification"]},
+    ],
+}
+
+
+def test_faithdial_hub_format_judges_the_original_wizard_turns(tmp_path):
+    path = tmp_path / "test.json"
+    path.write_text(json.dumps([FAITHDIAL_DIALOGUE]))
+    [dialogue] = load_benchmark("faithdial", path)
+    assert [t.role for t in dialogue.turns] == ["assistant", "user", "assistant", "user", "assistant"]
+    assert dialogue.turns[0].grounding.kind == "background"  # the topic line, not judged
+    assert dialogue.judged_turns == [2, 4]
+    assert dialogue.turns[2].text.startswith("I have a pit bull")  # the original, edited-away turn
+    assert [dialogue.turns[i].gold.label for i in (2, 4)] == ["hallucinated", "faithful"]
+    assert dialogue.turns[3].text == "Where do they come from?"
+    assert dialogue.turns[4].grounding.document == "They descend from English bulldogs."
+    # A directory holding data/<split>.json is found too.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test.json").write_text(json.dumps([FAITHDIAL_DIALOGUE]))
+    assert load_benchmark("faithdial", tmp_path)[0].id == dialogue.id
+
+
+def test_faithdial_flat_rows_and_errors(tmp_path):
+    rows = [dict(u, dialog_idx=7) for u in FAITHDIAL_DIALOGUE["utterances"]]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    dialogues = load_benchmark("faithdial", path)
+    assert [len(d.turns) for d in dialogues] == [3, 5] and len({d.id for d in dialogues}) == 2
+    bad = dict(rows[0])
+    del bad["knowledge"]
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(InputError, match=r"line 1 .*knowledge"):
+        load_benchmark("faithdial", path)
+
+
+def test_faithdial_offline_names_the_hub_and_the_fix(tmp_path, monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("huggingface.co cannot be reached")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(InputError, match=r"McGill-NLP/FaithDial.*download data/test.json"):
+        load_benchmark("faithdial", "hub")
+    with pytest.raises(InputError, match="Hugging Face hub only"):
+        load_benchmark("faithdial", tmp_path / "missing.json")

@@ -7,13 +7,17 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from .models import ModelConfig
 
 from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SHORT_ANSWER_TOKENS
 
@@ -50,6 +54,32 @@ def _root() -> None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+@dataclass
+class _ModelSetup:
+    config: "ModelConfig"
+    server: contextlib.AbstractContextManager
+    threads: int
+    short_answer_tokens: int | None
+
+
+def _model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None, port: int,
+                 temperature: float, max_tokens: int, cache: bool, adapter: Adapter) -> _ModelSetup:
+    """The LM to judge with: the embedded local model (started on demand) or a DSPy/litellm model string."""
+    from .local import LocalServer, ServerSettings, local_model_config, resolve_gguf
+    from .models import ModelConfig
+
+    if model in (None, "local"):
+        if model is None:
+            console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
+                          "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
+        settings = ServerSettings(gguf=resolve_gguf(gguf), port=port)
+        return _ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
+                           LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+    config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                         cache=cache, adapter=adapter.value)
+    return _ModelSetup(config, contextlib.nullcontext(), threads=4, short_answer_tokens=None)
 
 
 @app.command()
@@ -107,11 +137,11 @@ def evaluate(
 
     from .baselines import SYSTEMS
     from .data import InputError, load_dialogues
-    from .local import LocalServer, LocalServerError, ModelNotFound, ServerSettings, local_model_config, resolve_gguf
-    from .models import ModelConfig, use_cache_for
+    from .local import LocalServerError, ModelNotFound
+    from .models import use_cache_for
     from .program import Vista
     from .report import print_summary, print_verdict
-    from .runner import RUN, SUMMARY, VERDICTS, RunConflict, evaluate as run_evaluation
+    from .runner import RUN, SUMMARY, VERDICTS, RunConflict, evaluate as run_evaluation, run_settings
 
     console = Console(stderr=json_summary)
     try:
@@ -126,24 +156,13 @@ def evaluate(
         if missing:
             raise fail(f"{input}: --judge-given-claims needs gold claims on every judged turn; missing in "
                        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    server: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if model in (None, "local"):
-        if model is None:
-            console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
-                          "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
-        try:
-            settings_local = ServerSettings(gguf=resolve_gguf(gguf), port=port)
-        except ModelNotFound as exc:
-            raise fail(str(exc)) from None
-        config = local_model_config(settings_local, max_tokens=min(max_tokens, 768), cache=cache)
-        server = LocalServer(settings_local)
-        threads = threads or 1
-        short_answer_tokens = LOCAL_SHORT_ANSWER_TOKENS
-    else:
-        config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                             cache=cache, adapter=adapter.value)
-        threads = threads or 4
-        short_answer_tokens = None
+    try:
+        lm_setup = _model_setup(console, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
+                                max_tokens=max_tokens, cache=cache, adapter=adapter)
+    except ModelNotFound as exc:
+        raise fail(str(exc)) from None
+    config, server, short_answer_tokens = lm_setup.config, lm_setup.server, lm_setup.short_answer_tokens
+    threads = threads or lm_setup.threads
     if system is not System.vista:
         if judge_given_claims or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
@@ -165,19 +184,9 @@ def evaluate(
     if overwrite:
         for name in (VERDICTS, SUMMARY, RUN):
             (out / name).unlink(missing_ok=True)
-    settings = {
-        # --limit is not a setting: a later run with a larger limit resumes and extends this one.
-        "input": str(input.resolve()),
-        "model": config.model,
-        "api_base": None if config.cache_identity else config.api_base,
-        "backend": config.cache_identity,
-        "temperature": config.temperature,
-        "max_tokens": config.max_tokens,
-        "adapter": config.adapter,
-        "program": judge.program_name,
-        "judge_given_claims": judge_given_claims,
-        **judge.options(),
-    }
+    # --limit is not a setting: a later run with a larger limit resumes and extends this one.
+    settings = run_settings(judge, input=str(input.resolve()), judge_given_claims=judge_given_claims,
+                            **config.run_settings())
     use_cache_for(config)
     turns_total = sum(len(d.judged_turns) for d in dialogues)
     progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -218,6 +227,131 @@ def evaluate(
         err.print(f"interrupted: {len(result.pending)} dialogues not judged; rerun the same command to resume.")
         raise typer.Exit(130)
     console.print(f"verdicts: {out / VERDICTS}   summary: {out / SUMMARY}", highlight=False)
+
+
+@app.command()
+def benchmark(
+    datasets: Annotated[str, typer.Option(help="Comma-separated datasets, each optionally =PATH: vista-human, "
+                                               "begin, fade, faithdial, faithdial-audit, ais, coconot, "
+                                               "rgm-contradictions. Without a path, its place under --data-dir.")
+                        ] = "begin,fade,faithdial-audit",
+    systems: Annotated[str, typer.Option(help="Comma-separated: vista, vista-ctx (history in Verify/Categorize), "
+                                              "factscore, factscore-nosplit, judge.")
+                       ] = "vista,factscore,factscore-nosplit,judge",
+    ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
+                                                "no-history, zero-shot, contradiction-check.")] = "",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
+                     help="'local' (default) or a DSPy/litellm model string, as for `vista evaluate`.")] = None,
+    api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",
+                        help="Base URL of an OpenAI-compatible endpoint.")] = None,
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="With the local model: this GGUF.")] = None,
+    port: Annotated[int, typer.Option(help="With the local model: port of the embedded server.")] = DEFAULT_PORT,
+    program: Annotated[Optional[str], typer.Option(help="Saved VISTA program (default: the seed program).")] = None,
+    n: Annotated[Optional[int], typer.Option(min=1, help="Dialogues sampled per dataset (seeded; balanced for "
+                                                         "coconot and rgm-contradictions). Default: all.")] = 50,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    data_dir: Annotated[Optional[Path], typer.Option(envvar="VISTA_DATA_DIR", help="Where the datasets live "
+                                                     "(default: ../shared/data or ./data).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory; rerunning into it resumes every run. "
+                                                     "Default: vista-runs/benchmark__<model>.")] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with "
+                                                              "the local model, 4 otherwise).")] = None,
+    adapter: Annotated[Adapter, typer.Option(help="DSPy adapter (json or chat).")] = Adapter.json,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
+    cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
+) -> None:
+    """Run the paper's comparisons with one LM: every system (and ablation) on the same seeded sample of every
+    dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
+    and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
+    from dspy.utils.exceptions import LMError
+
+    from .bench import Plan, default_data_dir, markdown, parse_datasets, run_benchmark, system_names
+    from .data import InputError
+    from .local import LocalServerError, ModelNotFound
+    from .models import use_cache_for
+    from .runner import RunConflict
+
+    try:
+        chosen = parse_datasets(datasets, data_dir or default_data_dir())
+        names = system_names([s.strip() for s in systems.split(",") if s.strip()],
+                             [a.strip() for a in ablations.split(",") if a.strip()])
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    try:
+        lm_setup = _model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
+                                max_tokens=max_tokens, cache=cache, adapter=adapter)
+    except ModelNotFound as exc:
+        raise fail(str(exc)) from None
+    config = lm_setup.config
+    plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
+                threads=threads or lm_setup.threads, settings=config.run_settings())
+    out = out or Path("vista-runs") / f"benchmark__{_slug(model or 'local')}"
+    use_cache_for(config)
+
+    progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("dialogues"), TimeElapsedColumn(), TimeRemainingColumn(), console=err)
+    state: dict = {}
+
+    def loaded(name, dialogues) -> None:
+        turns = sum(len(d.judged_turns) for d in dialogues)
+        err.print(f"{name}: {len(dialogues)} dialogues, {turns} judged turns", highlight=False)
+
+    def on_start(dataset, system, total) -> None:
+        if "task" in state:
+            progress.update(state["task"], visible=False)
+        state["task"] = progress.add_task(f"{dataset} / {system}", total=total)
+
+    def on_done(verdict) -> None:
+        progress.update(state["task"], advance=1)
+
+    try:
+        with lm_setup.server, progress:
+            result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
+                                   short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
+                                   on_done=on_done, loaded=loaded)
+    except (InputError, ValueError, FileNotFoundError, KeyError) as exc:
+        raise fail(str(exc)) from None
+    except RunConflict as exc:
+        raise fail(str(exc)) from None
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
+    sys.stdout.write(markdown(result.tables))
+    if result.interrupted:
+        err.print("interrupted: rerun the same command to resume.")
+        raise typer.Exit(130)
+    err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A `vista benchmark` directory or a `vista evaluate` output "
+                                                 "directory.", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option(help="HTML file to write (default: RUN_DIR/report.html).")] = None,
+    screenshot: Annotated[Optional[Path], typer.Option(help="Also render the page in headless Chromium and save "
+                                                            "a PNG here.")] = None,
+) -> None:
+    """Render one self-contained HTML page: tables, plots (accuracy by system, category distribution, confusion
+    matrices) and a per-turn browser showing every claim with its category and reason."""
+    from .report import screenshot as take_screenshot
+    from .report import write_report
+    from .runner import RunConflict
+
+    if not run_dir.is_dir():
+        raise fail(f"{run_dir}: no such directory")
+    try:
+        path = write_report(run_dir, out)
+    except (FileNotFoundError, RunConflict) as exc:
+        raise fail(str(exc)) from None
+    err.print(f"report: {path}", highlight=False)
+    if screenshot is not None:
+        try:
+            take_screenshot(path, screenshot)
+        except FileNotFoundError as exc:
+            raise fail(str(exc), code=1) from None
+        err.print(f"screenshot: {screenshot}", highlight=False)
 
 
 @app.command()

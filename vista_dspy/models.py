@@ -10,6 +10,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -55,6 +56,17 @@ class ModelConfig:
 
     def build_adapter(self) -> dspy.Adapter:
         return build_adapter(self.adapter)
+
+    def run_settings(self) -> dict[str, Any]:
+        """What a run records about its LM (a resumed run must match). A local backend's port is not part of it."""
+        return {
+            "model": self.model,
+            "api_base": None if self.cache_identity else self.api_base,
+            "backend": self.cache_identity,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "adapter": self.adapter,
+        }
 
 
 ADAPTERS = {"json": dspy.JSONAdapter, "chat": dspy.ChatAdapter}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -111,3 +112,208 @@ def _pct(value: float | None) -> str:
 
 def _usage(counts: dict[str, int]) -> str:
     return f"{counts['calls']} calls, {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion tokens"
+
+
+# ---- HTML report -------------------------------------------------------------------------------------------------
+
+COLOURS = {
+    Category.VERIFIED.value: "#2e8b57",
+    Category.OUT_OF_SCOPE.value: "#1f8fb3",
+    Category.ABSTENTION.value: "#4b5fc7",
+    Category.LACKING_EVIDENCE.value: "#d49a00",
+    Category.CONTRADICTED.value: "#c62828",
+    Category.ERROR.value: "#8e24aa",
+}
+def build_report(path: Path) -> str:
+    """One self-contained HTML page for a benchmark directory or a single `vista evaluate` output directory:
+    tables, plots (inline SVG) and a filterable per-turn browser with every claim's category and reason."""
+    import jinja2
+
+    from . import __version__
+    from .bench import compute_tables, run_dirs, turn_frame
+    from .runner import VERDICTS, read_verdicts
+
+    runs = [(dataset, system, read_verdicts(directory / VERDICTS)) for dataset, system, directory in run_dirs(path)]
+    if not runs:
+        raise FileNotFoundError(f"{path}: no verdicts.jsonl here or under runs/<dataset>/<system>/")
+    turns = pd.concat([turn_frame(v, dataset=d, system=s) for d, s, v in runs if v], ignore_index=True)
+    tables = compute_tables(turns, path)
+    claims = pd.concat([claims_frame(v).assign(dataset=d, system=s) for d, s, v in runs if v], ignore_index=True)
+    models = sorted({v.model for _, _, verdicts in runs for v in verdicts if v.model})
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy", "templates"),
+                                     autoescape=jinja2.select_autoescape(["html", "j2"]))
+    environment.filters["cssname"] = lambda name: str(name).lower().replace(" ", "-")
+    template = environment.get_template("report.html.j2")
+    return template.render(
+        version=__version__,
+        title=path.resolve().name,
+        subtitle=f"{len(runs)} run(s), {len(turns)} judged turns, {len(claims)} claims; model "
+                 f"{', '.join(models) or 'unknown'}; from {path.resolve()}",
+        colours=COLOURS,
+        tables=[_table_html(key, frame) for key, frame in tables.items()],
+        figures=_figures(turns, claims, tables),
+        runs=[{"key": f"{d} / {s}", "turns": _browser_turns(v)} for d, s, v in runs],
+        turn_count=len(turns),
+    )
+
+
+def write_report(path: Path, out: Path | None = None) -> Path:
+    out = out or path / "report.html"
+    out.write_text(build_report(path), encoding="utf-8")
+    return out
+
+
+def _table_html(key: str, frame: pd.DataFrame) -> dict[str, Any]:
+    from markupsafe import Markup
+
+    from .bench import TABLE_TEXT, display_table
+
+    title, note = TABLE_TEXT[key]
+    html = display_table(frame).to_html(index=False, border=0, escape=True, classes="numbers")
+    return {"title": title, "note": note, "html": Markup(f'<div class="scroll">{html}</div>')}
+
+
+def _svg(figure) -> Any:
+    import io
+
+    import matplotlib.pyplot as plt
+    from markupsafe import Markup
+
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(figure)
+    text = buffer.getvalue()
+    return Markup(text[text.index("<svg"):])  # drop the XML prolog and doctype
+
+
+def _figures(turns: pd.DataFrame, claims: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import confusion_matrix
+
+    figures = []
+    accuracy = tables.get("accuracy")
+    if accuracy is not None and not accuracy.empty:
+        pivot = accuracy.pivot(index="dataset", columns="system", values="accuracy") * 100
+        pivot = pivot.reindex(index=list(dict.fromkeys(accuracy["dataset"])),
+                              columns=list(dict.fromkeys(accuracy["system"])))
+        figure, axes = plt.subplots(figsize=(8, 0.6 + 0.5 * len(pivot) * max(1, len(pivot.columns)) / 2))
+        pivot.plot.barh(ax=axes, width=0.8)
+        for i, dataset in enumerate(pivot.index):
+            always = accuracy[accuracy["dataset"] == dataset]["always_h"].iloc[0] * 100
+            axes.plot([always, always], [i - 0.45, i + 0.45], color="black", linestyle=":", linewidth=1)
+        axes.set_xlabel("turn accuracy, % (dotted: always hallucinated)")
+        axes.set_xlim(0, 100)
+        axes.invert_yaxis()
+        axes.legend(loc="lower right", fontsize="small")
+        figures.append({"svg": _svg(figure), "caption": "Turn accuracy by dataset and system."})
+
+    judged = claims[claims["category"].notna()] if not claims.empty else claims
+    if not judged.empty:
+        order = [c for c in COLOURS if c in set(judged["category"])]
+        shares = (judged.groupby(["dataset", "system"], sort=False)["category"].value_counts(normalize=True)
+                  .unstack(fill_value=0).reindex(columns=order, fill_value=0) * 100)
+        figure, axes = plt.subplots(figsize=(8, 0.6 + 0.35 * len(shares)))
+        shares.index = [f"{d} / {s}" for d, s in shares.index]
+        shares.plot.barh(ax=axes, stacked=True, color=[COLOURS[c] for c in order], width=0.8)
+        axes.set_xlabel("share of claims, %")
+        axes.set_xlim(0, 100)
+        axes.invert_yaxis()
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(3, len(shares))), ncol=3,
+                    fontsize="small")
+        figures.append({"svg": _svg(figure), "caption": "Category distribution of judged claims per run "
+                                                        "(FActScore knows only supported / unsupported)."})
+
+    labelled = turns[turns["gold_label"].notna()] if not turns.empty else turns
+    pairs = list(labelled.groupby(["dataset", "system"], sort=False))
+    if pairs:
+        columns = min(4, len(pairs))
+        rows = -(-len(pairs) // columns)
+        figure, grid = plt.subplots(rows, columns, figsize=(2.6 * columns, 2.4 * rows), squeeze=False)
+        predicted_labels = ["faithful", "hallucinated", "unknown"]
+        for axes, ((dataset, system), group) in zip(grid.flat, pairs):
+            matrix = confusion_matrix(group["gold_label"], group["label"], labels=predicted_labels)[:2]
+            _matrix(axes, matrix, ["faith.", "halluc.", "unk."], ["faith.", "halluc."])
+            axes.set_title(f"{dataset}\n{system}", fontsize="small")
+        for axes in list(grid.flat)[len(pairs):]:
+            axes.axis("off")
+        figure.supxlabel("predicted", fontsize="small")
+        figure.supylabel("gold", fontsize="small")
+        figure.tight_layout()
+        figures.append({"svg": _svg(figure), "caption": "Turn-level confusion matrices (rows gold, columns "
+                                                        "predicted)."})
+
+    gold_claims = claims[claims["gold_category"].notna()] if not claims.empty else claims
+    for (dataset, system), group in gold_claims.groupby(["dataset", "system"], sort=False):
+        labels = [c for c in COLOURS if c in set(group["category"]) | set(group["gold_category"])]
+        matrix = confusion_matrix(group["gold_category"], group["category"], labels=labels)
+        figure, axes = plt.subplots(figsize=(1.2 + 0.9 * len(labels), 1 + 0.7 * len(labels)))
+        _matrix(axes, matrix, labels, labels)
+        axes.tick_params(axis="x", labelrotation=30)
+        axes.set_xlabel("predicted")
+        axes.set_ylabel("gold")
+        figures.append({"svg": _svg(figure), "caption": f"Claim categories against gold: {dataset} / {system}."})
+    return figures
+
+
+def _matrix(axes, matrix, columns: list[str], rows: list[str]) -> None:
+    """A confusion matrix as a heat map with its counts written in."""
+    axes.imshow(matrix, cmap="Blues")
+    for i in range(matrix.shape[0]):
+        for j in range(matrix.shape[1]):
+            axes.text(j, i, str(matrix[i, j]), ha="center", va="center",
+                      color="white" if matrix[i, j] > matrix.max() / 2 else "black")
+    axes.set_xticks(range(len(columns)), columns, fontsize="small")
+    axes.set_yticks(range(len(rows)), rows, fontsize="small")
+
+
+def _browser_turns(verdicts: Sequence[DialogueVerdict]) -> list[dict[str, Any]]:
+    rows = []
+    for verdict in verdicts:
+        for turn in verdict.turns:
+            contradiction = None
+            if turn.contradiction is not None:
+                contradiction = (f"{turn.contradiction.contradicts} — "
+                                 f"{turn.contradiction.error or turn.contradiction.explanation}")
+            rows.append({
+                "dialogue_id": verdict.dialogue_id,
+                "turn_index": turn.turn_index,
+                "text": turn.text,
+                "label": turn.label,
+                "gold_label": turn.gold_label,
+                "expected": verdict.source.get("expected"),
+                "wrong": turn.gold_label is not None and turn.label != turn.gold_label,
+                "knowledge": turn.knowledge,
+                "error": turn.error,
+                "explanation": turn.explanation,
+                "contradiction": contradiction,
+                "claims": [{
+                    "claim": c.claim,
+                    "category": c.category.value,
+                    "gold_category": c.gold_category.value if c.gold_category else None,
+                    "why": c.error if c.category == Category.ERROR else c.explanation,
+                } for c in turn.claims],
+            })
+    return rows
+
+
+def screenshot(html: Path, png: Path, *, width: int = 1280, height: int = 2000, browser: str | None = None) -> Path:
+    """Render ``html`` in headless Chromium and save a PNG (checks that the page really renders)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    executable = browser or next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+                                  if shutil.which(name)), None)
+    if executable is None:
+        raise FileNotFoundError("no Chromium found (apt-get install chromium, or pass its path)")
+    with tempfile.TemporaryDirectory() as profile:
+        # No background networking: this machine's network is closed and Chromium would keep retrying.
+        subprocess.run([executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                        f"--screenshot={png.resolve()}", html.resolve().as_uri()],
+                       check=True, capture_output=True, timeout=120)
+    return png

@@ -21,7 +21,7 @@ import dspy
 from pydantic import ValidationError
 
 from . import scoring
-from .program import Vista
+from .program import StagedModule
 from .schema import Dialogue, DialogueVerdict
 
 VERDICTS = "verdicts.jsonl"
@@ -64,6 +64,11 @@ def read_verdicts(path: Path) -> list[DialogueVerdict]:
     return verdicts
 
 
+def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
+    """The settings stored in run.json: the judge's program and options, plus ``extra`` (input, LM, ...)."""
+    return {"program": judge.program_name, **judge.options(), **extra}
+
+
 def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
     path = out_dir / RUN
     if path.exists():
@@ -80,7 +85,7 @@ def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
 
 def evaluate(
     dialogues: Sequence[Dialogue],
-    program: Vista,
+    program: StagedModule,
     lm: dspy.BaseLM,
     *,
     adapter: dspy.Adapter | None = None,
