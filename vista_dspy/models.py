@@ -35,6 +35,8 @@ class ModelConfig:
     adapter: str = "json"
     # What makes cached answers valid; defaults to model + endpoint (see cache_dir_for).
     cache_identity: str | None = None
+    # Further request arguments for dspy.LM (reasoning_effort, extra_body ...), as a tuple of pairs (hashable).
+    extra: tuple[tuple[str, Any], ...] = ()
 
     def build(self) -> dspy.LM:
         kwargs: dict = {}
@@ -51,6 +53,7 @@ class ModelConfig:
             max_tokens=self.max_tokens,
             num_retries=self.num_retries,
             cache=self.cache,
+            **dict(self.extra),
             **kwargs,
         )
 
@@ -66,6 +69,7 @@ class ModelConfig:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "adapter": self.adapter,
+            **({"extra": {k: v for k, v in self.extra}} if self.extra else {}),
         }
 
 
@@ -95,3 +99,68 @@ def use_cache_for(config: ModelConfig, root: Path | None = None) -> Path | None:
     directory.mkdir(parents=True, exist_ok=True)
     dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(directory))
     return directory
+
+
+# ---- the paper's models ----------------------------------------------------------------------------------------
+
+OPEN_WEIGHTS_NOTE = "serve it with vLLM, llama.cpp or Ollama and set VISTA_API_BASE (e.g. http://gpu-box:8000/v1)"
+NO_THINKING = (("extra_body", {"chat_template_kwargs": {"enable_thinking": False}}),)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model of the paper by short name: its DSPy/litellm string, decoding defaults, and what it needs."""
+
+    name: str
+    model: str
+    description: str
+    needs: tuple[str, ...] = ()  # environment variables that must be set
+    temperature: float = 0.0
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    extra: tuple[tuple[str, Any], ...] = ()
+    open_weights: bool = False  # served on an OpenAI-compatible endpoint given by VISTA_API_BASE
+
+    def config(self, *, api_base: str | None = None, temperature: float | None = None,
+               max_tokens: int | None = None, cache: bool = True, adapter: str = "json") -> ModelConfig:
+        if self.open_weights and not (api_base or os.environ.get("VISTA_API_BASE")):
+            raise ValueError(f"{self.name} has open weights: {OPEN_WEIGHTS_NOTE}, or pass --api-base")
+        return ModelConfig(model=self.model, api_base=api_base or (os.environ.get("VISTA_API_BASE")
+                                                                    if self.open_weights else None),
+                           temperature=self.temperature if temperature is None else temperature,
+                           max_tokens=max(self.max_tokens, max_tokens or 0), cache=cache, adapter=adapter,
+                           extra=self.extra)
+
+    def missing(self) -> list[str]:
+        return [name for name in self.needs if not os.environ.get(name)]
+
+
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
+    ModelSpec("gpt-4o", "openai/gpt-4o", "OpenAI GPT-4o", needs=("OPENAI_API_KEY",)),
+    # DSPy requires temperature 1.0 and at least 16k output tokens for OpenAI's reasoning models.
+    ModelSpec("gpt-5", "openai/gpt-5", "OpenAI GPT-5, low reasoning effort", needs=("OPENAI_API_KEY",),
+              temperature=1.0, max_tokens=16000, extra=(("reasoning_effort", "low"),)),
+    ModelSpec("deepseek-v3", "deepseek/deepseek-chat", "DeepSeek-V3 (deepseek-chat)", needs=("DEEPSEEK_API_KEY",)),
+    ModelSpec("llama-3.1-8b", "openai/meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct",
+              needs=("VISTA_API_BASE",), open_weights=True),
+    ModelSpec("llama-3.1-70b", "openai/meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B-Instruct",
+              needs=("VISTA_API_BASE",), open_weights=True),
+    ModelSpec("mistral-7b", "openai/mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-Instruct-v0.3",
+              needs=("VISTA_API_BASE",), open_weights=True),
+    ModelSpec("qwen3-8b", "openai/Qwen/Qwen3-8B", "Qwen3-8B, thinking off", needs=("VISTA_API_BASE",),
+              extra=NO_THINKING, open_weights=True),
+    ModelSpec("qwen3-32b", "openai/Qwen/Qwen3-32B", "Qwen3-32B, thinking off", needs=("VISTA_API_BASE",),
+              extra=NO_THINKING, open_weights=True),
+)}
+LOCAL = "local"
+
+
+def program_name_for(model: str | None) -> str:
+    """The compiled program's name for a model: its short name, or a slug of the model string."""
+    import re
+
+    if model in (None, LOCAL):
+        return LOCAL
+    for spec in MODELS.values():
+        if model in (spec.name, spec.model):
+            return spec.name
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")

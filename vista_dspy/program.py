@@ -62,6 +62,14 @@ def compiled_dir() -> Path:
     return Path(str(resources.files("vista_dspy") / "compiled"))
 
 
+def program_for_model(model: str | None) -> str:
+    """The program `vista evaluate --model M` uses by default: compiled/<M>.json when it exists, else the seed."""
+    from .models import program_name_for
+
+    name = program_name_for(model)
+    return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM
+
+
 def render_history(turns: Sequence[Turn]) -> str:
     if not turns:
         return NO_HISTORY
@@ -325,6 +333,11 @@ class Vista(StagedModule):
             given[index] = list(gold.claims)
         return given
 
+    def decompose_inputs(self, dialogue: Dialogue, index: int) -> dict[str, str]:
+        """What Decompose sees for turn ``index`` (also used to build demos from human claims)."""
+        history = render_history(dialogue.turns[:index]) if self.history_in_decompose else HISTORY_OMITTED
+        return {"history": history, "turn": dialogue.turns[index].text}
+
     # ---- the method ----------------------------------------------------------------------------------------
     def _judge(
         self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None = None
@@ -353,8 +366,7 @@ class Vista(StagedModule):
                 claims, source = given[index], "given"
             else:
                 source = "decomposed"
-                inputs = {"history": history if self.history_in_decompose else HISTORY_OMITTED, "turn": turn.text}
-                [result] = yield [StageCall("decompose", self.decompose, inputs)]
+                [result] = yield [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, index))]
                 account("decompose", result)
                 if result.error is not None:
                     decompose_error, claims = f"decompose failed: {result.error}", []

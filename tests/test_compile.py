@@ -1,0 +1,151 @@
+"""Compiling per model with a rule-based fake LM: per-predictor demo budgets, complete demos, save/load, metadata,
+no secrets, optimizers, the model registry and the automatic choice of a compiled program."""
+
+import json
+
+import dspy
+import pytest
+
+from fakes import RuleEngine, rule_lm
+from vista_dspy import program as program_module
+from vista_dspy.data import load_dialogues
+from vista_dspy.models import MODELS, program_name_for
+from vista_dspy.optimize import (
+    DEFAULT_DEMOS, agreement, compile_program, incomplete_demos, labeled_pool, parse_demos, save_compiled,
+)
+from vista_dspy.program import Vista, program_for_model
+
+
+@pytest.fixture(scope="module")
+def dialogues(dev_file_module):
+    return load_dialogues(dev_file_module)
+
+
+@pytest.fixture(scope="module")
+def dev_file_module():
+    from conftest import DEV_FILE
+
+    if not DEV_FILE.exists():
+        pytest.skip(f"benchmark data not found at {DEV_FILE}")
+    return DEV_FILE
+
+
+def compile_with_rules(train, dev, **kwargs):
+    engine = RuleEngine()
+    with dspy.context(lm=rule_lm(engine), adapter=dspy.JSONAdapter()):
+        return compile_program(train, dev, **kwargs), engine
+
+
+def test_parse_demos():
+    assert parse_demos(None) == DEFAULT_DEMOS == {"decompose": 6, "verify": 6, "categorize": 9}
+    assert parse_demos("verify=2") == {"decompose": 6, "verify": 2, "categorize": 9}
+    with pytest.raises(ValueError, match="bad demo budget 'judge=1'"):
+        parse_demos("judge=1")
+
+
+def test_labeled_pool_keeps_only_complete_demos_that_agree_with_the_annotators(dialogues):
+    base = Vista.from_program(None)
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        pool = labeled_pool(base, dialogues[:12])
+    sizes = pool.sizes()
+    assert sizes["decompose"] >= 12 and sizes["verify"] > 0 and sizes["categorize"] > 0
+    for stratum, demo in pool.demos["verify"]:
+        assert demo.label == stratum and demo.explanation and demo.claim and demo.reference
+    for stratum, demo in pool.demos["categorize"]:
+        assert demo.category == stratum and demo.explanation
+    for _, demo in pool.demos["decompose"]:
+        assert isinstance(demo.claims, list) and demo.claims and "turn" in demo and "history" in demo
+
+
+def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_path, dialogues, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value")
+    budgets = {"decompose": 4, "verify": 3, "categorize": 2}
+    result, _ = compile_with_rules(dialogues[:20], dialogues[20:24], optimizer="labeled", budgets=budgets,
+                                   describe={"model": "fake/rules", "train": {"dataset": "vista-human"}})
+    program = result.program
+    assert {name: len(getattr(program, name).demos) for name in budgets} == budgets
+    assert incomplete_demos(program) == []
+    seed = Vista.from_program(None)
+    assert len(program.contradiction.demos) == len(seed.contradiction.demos)  # not optimized, kept
+
+    path = save_compiled(result, "fake", tmp_path)
+    text = path.read_text()
+    assert "sk-test-secret-value" not in text and "api_key" not in text
+    assert all(state.get("lm") is None for state in json.loads(text).values() if isinstance(state, dict))
+    restored = Vista.from_program(path)
+    for name in budgets:
+        assert [dict(d) for d in getattr(restored, name).demos] == [dict(d) for d in getattr(program, name).demos]
+
+    meta = json.loads((tmp_path / "fake.meta.json").read_text())
+    for key in ("model", "optimizer", "optimizer_settings", "train", "dev", "dev_score", "compile_cost",
+                "dspy_version", "date", "demos", "metric"):
+        assert key in meta, key
+    assert meta["train"]["dataset"] == "vista-human" and len(meta["train"]["sha256"]) == 64
+    assert meta["demos"]["verify"] == 3 and meta["compile_cost"]["calls"] > 0
+    assert 0.0 <= meta["dev_score"]["base_score"] <= 1.0 and 0.0 <= meta["dev_score"]["compiled_score"] <= 1.0
+
+
+def test_bootstrap_and_random_search(dialogues):
+    budgets = {"decompose": 2, "verify": 2, "categorize": 1}
+    result, _ = compile_with_rules(dialogues[:10], dialogues[10:13], optimizer="bootstrap", budgets=budgets,
+                                   budget=3)
+    got = {name: len(getattr(result.program, name).demos) for name in budgets}
+    assert all(0 < got[name] <= k for name, k in budgets.items() if name != "categorize")
+    assert got["categorize"] <= 1 and incomplete_demos(result.program) == []
+    assert all(d.get("augmented") for d in result.program.verify.demos)  # model traces, not raw examples
+
+    result, _ = compile_with_rules(dialogues[:10], dialogues[10:13], optimizer="random-search", budgets=budgets,
+                                   budget=2, seed=5)
+    candidates = result.metadata["candidates"]
+    assert [c["seed"] for c in candidates] == [5, 6]
+    best = max([result.metadata["dev_score"]["base_score"]] + [c["dev_score"] for c in candidates])
+    assert result.metadata["dev_score"]["compiled_score"] == best
+
+
+def test_labeled_needs_human_claims(dialogues):
+    stripped = [d.model_copy(update={"turns": [t.model_copy(update={"gold": None}) for t in d.turns]})
+                for d in dialogues[:3]]
+    with pytest.raises(ValueError, match="needs training dialogues with human claims"):
+        compile_with_rules(stripped, dialogues[3:4], optimizer="labeled")
+
+
+def test_agreement_metric(dialogues):
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        verdict = Vista.from_program(None).judge_claims(dialogues[0])
+    turns = [t for t in verdict.turns if t.gold_label]
+    claims = [c for t in verdict.turns for c in t.claims]
+    expected = (sum(t.label == t.gold_label for t in turns) / len(turns)
+                + sum(c.category == c.gold_category for c in claims) / len(claims)) / 2
+    assert agreement(None, verdict) == pytest.approx(expected)
+    assert agreement(None, verdict, trace=[]) is (expected == 1.0)
+
+
+def test_model_short_names_resolve(monkeypatch):
+    monkeypatch.delenv("VISTA_API_BASE", raising=False)
+    assert set(MODELS) == {"gpt-4o", "gpt-5", "deepseek-v3", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b",
+                           "qwen3-8b", "qwen3-32b"}
+    gpt5 = MODELS["gpt-5"].config()
+    assert gpt5.model == "openai/gpt-5" and gpt5.temperature == 1.0 and gpt5.max_tokens >= 16000
+    assert dict(gpt5.extra) == {"reasoning_effort": "low"} and gpt5.build().kwargs["reasoning_effort"] == "low"
+    assert MODELS["deepseek-v3"].config().model == "deepseek/deepseek-chat"
+    with pytest.raises(ValueError, match="VISTA_API_BASE"):
+        MODELS["qwen3-8b"].config()
+    monkeypatch.setenv("VISTA_API_BASE", "http://gpu:8000/v1")
+    qwen = MODELS["qwen3-8b"].config()
+    assert qwen.api_base == "http://gpu:8000/v1"
+    assert dict(qwen.extra)["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert program_name_for("openai/gpt-4o") == program_name_for("gpt-4o") == "gpt-4o"
+    assert program_name_for(None) == "local" and program_name_for("ollama_chat/x:7b") == "ollama_chat_x_7b"
+
+
+def test_a_compiled_program_is_used_automatically(tmp_path, monkeypatch, dialogues):
+    monkeypatch.setattr(program_module, "compiled_dir", lambda: tmp_path)
+    (tmp_path / "seed.json").write_text((program_module.Path(program_module.__file__).parent / "compiled" /
+                                         "seed.json").read_text())
+    assert program_for_model("gpt-4o") == "seed"
+    result, _ = compile_with_rules(dialogues[:6], dialogues[6:7], optimizer="labeled",
+                                   budgets={"decompose": 1, "verify": 1, "categorize": 1})
+    save_compiled(result, "gpt-4o", tmp_path)
+    assert program_for_model("gpt-4o") == program_for_model("openai/gpt-4o") == "gpt-4o"
+    loaded = Vista.from_program(program_for_model("gpt-4o"))
+    assert loaded.program_name == "gpt-4o" and len(loaded.verify.demos) == 1

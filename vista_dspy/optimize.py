@@ -1,0 +1,314 @@
+"""Compiling VISTA for one model: choose each predictor's demos on training dialogues, score the seed and the
+compiled program on dev dialogues with the same metric, and save the program with a metadata sidecar.
+
+Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own):
+
+- ``labeled``: Decompose demos are human claim lists of annotated turns (VISTA's format). Verify and Categorize
+  demos are human-labelled claims judged by the seed program, kept only where the model's answer agrees with the
+  annotators; the explanation is the model's own, so every demo is complete. Stratified by label / category.
+- ``bootstrap``: ``dspy.BootstrapFewShot`` with the seed program as teacher over whole dialogues (any dataset with
+  turn labels); traces of dialogues judged entirely right become demos; each predictor is cut to its budget.
+- ``random-search``: ``budget`` candidate demo sets drawn (seeded) from the ``labeled`` pool, each scored on the
+  dev dialogues; the best wins, and the seed program wins ties.
+
+The metric (``agreement``) is turn-label agreement with gold, averaged with claim-category agreement when the
+judged claims carry gold categories (judging the human claims of annotated turns, ``given_claims=True``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from .program import SEED_PROGRAM, Vista, compiled_dir
+from .schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
+
+DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
+OPTIMIZERS = ("labeled", "bootstrap", "random-search")
+
+
+def parse_demos(spec: str | None) -> dict[str, int]:
+    """``decompose=6,verify=6,categorize=9`` (any subset; the rest keep their defaults)."""
+    budgets = dict(DEFAULT_DEMOS)
+    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
+        name, _, count = item.partition("=")
+        if name not in DEFAULT_DEMOS or not count.strip().isdigit():
+            raise ValueError(f"bad demo budget {item!r}; expected e.g. decompose=6,verify=6,categorize=9")
+        budgets[name] = int(count)
+    return budgets
+
+
+# ---- metric ----------------------------------------------------------------------------------------------------
+
+
+def agreement(example: dspy.Example, prediction: DialogueVerdict, trace: Any = None) -> float | bool:
+    """Turn-label agreement over gold-labelled turns (unknown counts wrong), averaged with claim-category agreement
+    when claims carry gold categories. While bootstrapping (``trace`` given) only an entirely right dialogue
+    passes."""
+    turns = [t for t in prediction.turns if t.gold_label is not None]
+    claims = [c for t in prediction.turns for c in t.claims if c.gold_category is not None]
+    parts = []
+    if turns:
+        parts.append(sum(t.label == t.gold_label for t in turns) / len(turns))
+    if claims:
+        parts.append(sum(c.category == c.gold_category for c in claims) / len(claims))
+    score = sum(parts) / len(parts) if parts else 0.0
+    return score == 1.0 if trace is not None else score
+
+
+@dataclass
+class Meter:
+    """Wraps a metric to add up the LM usage of every prediction it scores (cache hits are not calls)."""
+
+    usage: Usage = field(default_factory=Usage)
+
+    def wrap(self, metric: Callable[..., Any]) -> Callable[..., Any]:
+        def measured(example, prediction, trace=None):
+            if isinstance(prediction, DialogueVerdict):
+                self.usage.merge(prediction.usage)
+            return metric(example, prediction, trace)
+
+        return measured
+
+
+class JudgeGivenClaims(dspy.Module):
+    """Runs a Vista on the human claims of annotated turns (for dspy.Evaluate)."""
+
+    def __init__(self, program: Vista) -> None:
+        super().__init__()
+        self.program = program
+
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self.program.judge_claims(dialogue)
+
+
+def examples(dialogues: Sequence[Dialogue]) -> list[dspy.Example]:
+    return [dspy.Example(dialogue=d).with_inputs("dialogue") for d in dialogues]
+
+
+def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False, threads: int = 1,
+          meter: Meter | None = None) -> float:
+    """Mean ``agreement`` over ``dev`` (0-1), with the LM in the current dspy context."""
+    meter = meter or Meter()
+    module = JudgeGivenClaims(program) if given_claims else program
+    evaluator = dspy.Evaluate(devset=examples(dev), metric=meter.wrap(agreement), num_threads=threads,
+                              display_progress=False, display_table=False, max_errors=len(dev) + 1)
+    return float(evaluator(module).score) / 100
+
+
+# ---- demo pools and selection ------------------------------------------------------------------------------------
+
+
+def _gold_claims(dialogue: Dialogue) -> dict[str, GoldClaim]:
+    return {c.text: c for i in dialogue.judged_turns for c in (dialogue.turns[i].gold.claims or [])
+            if dialogue.turns[i].gold is not None}
+
+
+def annotated(dialogues: Sequence[Dialogue]) -> list[Dialogue]:
+    """Dialogues whose every judged turn has human claims (the ``labeled`` optimizer needs them)."""
+    return [d for d in dialogues if d.judged_turns and all(
+        d.turns[i].gold is not None and d.turns[i].gold.claims for i in d.judged_turns)]
+
+
+@dataclass
+class Pool:
+    """Candidate demos per predictor, each with a stratum (label, category or claim count) for selection."""
+
+    demos: dict[str, list[tuple[str, dspy.Example]]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, predictor: str, stratum: str, demo: dspy.Example) -> None:
+        self.demos[predictor].append((stratum, demo))
+
+    def sizes(self) -> dict[str, int]:
+        return {name: len(items) for name, items in self.demos.items()}
+
+    def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
+        """Up to ``budgets[p]`` demos per predictor, round-robin over strata (each shuffled with ``seed``)."""
+        rng = random.Random(seed)
+        chosen: dict[str, list[dspy.Example]] = {}
+        for name, k in budgets.items():
+            strata: dict[str, list[dspy.Example]] = defaultdict(list)
+            for stratum, demo in self.demos.get(name, []):
+                strata[stratum].append(demo)
+            queues = [rng.sample(items, len(items)) for _, items in sorted(strata.items())]
+            rng.shuffle(queues)
+            picked: list[dspy.Example] = []
+            while len(picked) < k and any(queues):
+                for queue in queues:
+                    if queue and len(picked) < k:
+                        picked.append(queue.pop())
+            chosen[name] = picked
+        return chosen
+
+
+def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | None = None,
+                 want: dict[str, int] | None = None,
+                 on_dialogue: Callable[[Dialogue], None] | None = None) -> Pool:
+    """Complete demos from human annotations (see the module docstring). Stops early once every predictor has
+    ``want[p]`` candidates (default: three times its default budget)."""
+    want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
+    pool = Pool()
+    for dialogue in annotated(train):
+        for index in dialogue.judged_turns:
+            claims = [c.text for c in dialogue.turns[index].gold.claims]
+            pool.add("decompose", str(min(len(claims), 4)),
+                     dspy.Example(**program.decompose_inputs(dialogue, index), claims=claims))
+        if len(pool.demos["verify"]) >= want["verify"] and len(pool.demos["categorize"]) >= want["categorize"]:
+            continue  # enough judged claims; keep collecting human claim lists for Decompose
+        gold = _gold_claims(dialogue)
+        with dspy.context(trace=[]):
+            verdict = program.judge_claims(dialogue)
+            trace = list(dspy.settings.trace)
+        if meter is not None:
+            meter.usage.merge(verdict.usage)
+        for predictor, inputs, outputs in trace:
+            claim = gold.get(inputs.get("claim", ""))
+            if claim is None:
+                continue
+            demo = dspy.Example(augmented=True, **inputs, **outputs)
+            if predictor is program.verify:
+                verified = outputs.label == "VERIFIED"
+                if verified == (claim.category == Category.VERIFIED):
+                    pool.add("verify", outputs.label, demo)
+            elif predictor is program.categorize and outputs.category == claim.category.value:
+                pool.add("categorize", outputs.category, demo)
+        if on_dialogue is not None:
+            on_dialogue(dialogue)
+    return pool
+
+
+def install(program: Vista, demos: dict[str, list[dspy.Example]]) -> Vista:
+    """A copy of ``program`` with these predictors' demos replaced (the others keep theirs)."""
+    compiled = program.deepcopy()
+    for name, chosen in demos.items():
+        getattr(compiled, name).demos = list(chosen)
+    return compiled
+
+
+def incomplete_demos(program: Vista) -> list[str]:
+    """Demos missing a field of their predictor's signature (DSPy would silently skip rendering them)."""
+    problems = []
+    for name, predictor in program.named_predictors():
+        fields = list(predictor.signature.input_fields) + list(predictor.signature.output_fields)
+        for i, demo in enumerate(predictor.demos):
+            missing = [f for f in fields if f not in demo or demo[f] is None]
+            if missing:
+                problems.append(f"{name} demo {i}: missing {', '.join(missing)}")
+    return problems
+
+
+# ---- compile ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CompileResult:
+    program: Vista
+    metadata: dict[str, Any]
+
+
+def content_hash(dialogues: Sequence[Dialogue]) -> str:
+    digest = hashlib.sha256()
+    for dialogue in dialogues:
+        digest.update(dialogue.model_dump_json().encode())
+    return digest.hexdigest()
+
+
+def compile_program(
+    train: Sequence[Dialogue],
+    dev: Sequence[Dialogue],
+    *,
+    optimizer: str = "labeled",
+    budgets: dict[str, int] | None = None,
+    budget: int = 4,
+    seed: int = 0,
+    given_claims: bool = False,
+    threads: int = 1,
+    base: Vista | None = None,
+    describe: dict[str, Any] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> CompileResult:
+    """Compile with the LM in the current dspy context. ``base`` (default: the seed program) is the teacher and
+    the baseline; ``budget`` is the number of candidates for random-search and the number of dialogues judged
+    entirely right that bootstrap collects. ``describe`` (model, dataset names ...) goes into the metadata."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    budgets = budgets or dict(DEFAULT_DEMOS)
+    base = base or Vista.from_program(SEED_PROGRAM)
+    meter = Meter()
+    if optimizer == "labeled" and not annotated(train):
+        raise ValueError("the labeled optimizer needs training dialogues with human claims (VISTA's annotated "
+                         "format, e.g. --train vista-human); use bootstrap for datasets with turn labels only")
+
+    log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
+    seed_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter)
+    log(f"  {base.program_name}: {seed_score:.3f}")
+    candidates: list[dict[str, Any]] = []
+    if optimizer == "bootstrap":
+        teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
+                                             max_labeled_demos=0, max_rounds=1, max_errors=len(train) + 1)
+        student = base.deepcopy()
+        compiled = teleprompter.compile(student, teacher=base.deepcopy(), trainset=examples(train))
+        kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
+        compiled = install(base, kept)
+    else:
+        pool = labeled_pool(base, train, meter=meter,
+                            on_dialogue=lambda d: log(f"  judged human claims of {d.id}"))
+        log(f"demo pool: {pool.sizes()}")
+        if optimizer == "labeled":
+            compiled = install(base, pool.pick(budgets, seed))
+        else:
+            best, best_score = base, seed_score
+            for trial in range(budget):
+                candidate = install(base, pool.pick(budgets, seed + trial))
+                value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter)
+                candidates.append({"seed": seed + trial, "dev_score": value})
+                log(f"  candidate {trial} (seed {seed + trial}): {value:.3f}")
+                if value > best_score:
+                    best, best_score = candidate, value
+            compiled = best
+    problems = incomplete_demos(compiled)
+    if problems:
+        raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
+    compiled_score = (max([seed_score] + [c["dev_score"] for c in candidates]) if optimizer == "random-search"
+                      else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter))
+    log(f"  compiled: {compiled_score:.3f}")
+    metadata = {
+        **(describe or {}),
+        "optimizer": optimizer,
+        "optimizer_settings": {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
+        "train": {**(describe or {}).get("train", {}), "dialogues": len(train), "sha256": content_hash(train)},
+        "dev": {**(describe or {}).get("dev", {}), "dialogues": len(dev), "sha256": content_hash(dev),
+                "turns": sum(len(d.judged_turns) for d in dev)},
+        "metric": "agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
+                                                       else "") + " on the dev dialogues",
+        "dev_score": {"base": base.program_name, "base_score": seed_score, "compiled_score": compiled_score},
+        "candidates": candidates,
+        "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
+        "compile_cost": meter.usage.total.model_dump(),
+        "dspy_version": dspy.__version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return CompileResult(program=compiled, metadata=metadata)
+
+
+def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
+    """Write ``<name>.json`` (DSPy state: demos and instructions, no LM) and ``<name>.meta.json``."""
+    directory = directory or compiled_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    result.program.save(str(path))
+    state = json.loads(path.read_text())
+    for predictor in state.values():
+        if isinstance(predictor, dict) and predictor.get("lm"):
+            raise RuntimeError(f"{path}: a predictor carries a bound LM; refusing to ship it")
+    (directory / f"{name}.meta.json").write_text(json.dumps({"program": name, **result.metadata}, indent=2) + "\n")
+    return path
