@@ -149,3 +149,52 @@ def test_a_compiled_program_is_used_automatically(tmp_path, monkeypatch, dialogu
     assert program_for_model("gpt-4o") == program_for_model("openai/gpt-4o") == "gpt-4o"
     loaded = Vista.from_program(program_for_model("gpt-4o"))
     assert loaded.program_name == "gpt-4o" and len(loaded.verify.demos) == 1
+
+
+def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
+    from vista_dspy.optimize import program_from_params, run_study, study_tables
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    engine = RuleEngine()
+    with dspy.context(lm=rule_lm(engine), adapter=dspy.JSONAdapter()):
+        study, pool, base = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t")
+        assert len(study.trials) == 2
+        calls = len(engine.requests)
+        again, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t")
+        assert len(again.trials) == 2  # resumed: nothing left to run
+        assert len(engine.requests) - calls < calls  # only the demo pool was rebuilt
+        more, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=3, storage=storage, study_name="t")
+        assert len(more.trials) == 3
+    frame, _ = study_tables(more)
+    assert len(frame) == 3 and {"value", "params_demos_verify", "params_context"} <= set(frame.columns)
+    program, adapter = program_from_params(base, pool, more.best_params)
+    assert len(program.verify.demos) == min(more.best_params["demos_verify"], pool.sizes()["verify"])
+    assert program.use_context == more.best_params["context"] and adapter in ("json", "chat")
+
+
+def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
+    from typer.testing import CliRunner
+
+    from fakes import FakeOpenAIServer
+    from vista_dspy.cli import app
+
+    runner = CliRunner()
+    data_dir = dev_file_module.parent.parent
+    common = ["--model", "openai/fake", "--data-dir", str(data_dir), "--n-train", "6", "--n-dev", "2",
+              "--out-dir", str(tmp_path), "--no-cache"]
+    with FakeOpenAIServer() as server:
+        result = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
+                                     "decompose=2,verify=2,categorize=1"])
+        assert result.exit_code == 0, result.output
+        meta = json.loads((tmp_path / "openai_fake.meta.json").read_text())
+        assert meta["model"] == "openai/fake" and meta["train"]["part"] == "train" and meta["dev"]["part"] == "dev"
+        assert meta["demos"]["verify"] == 2
+        result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "2", "--apply",
+                                     "--name", "studied"])
+        assert result.exit_code == 0, result.output
+        assert "best trial" in result.stdout and (tmp_path / "studied.json").exists()
+    result = runner.invoke(app, ["compile", "--model", "openai/x", "--optimizer", "magic"])
+    assert result.exit_code == 2 and "unknown optimizer 'magic'" in result.output
+    result = runner.invoke(app, ["compile", "--model", "openai/x", "--train", "vista-human:all", "--dev",
+                                 "vista-human:all", "--data-dir", str(data_dir)])
+    assert result.exit_code == 2 and "share" in result.output

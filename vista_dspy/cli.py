@@ -506,6 +506,97 @@ def compile_command(
     sys.stdout.write(f"{path}\n")
 
 
+@app.command()
+def study(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
+                     help="'local' (default), a short name from `vista models`, or a DSPy/litellm string.")] = None,
+    trials: Annotated[int, typer.Option(min=1, help="Total trials wanted; a study resumed from --storage runs only "
+                                                    "the missing ones.")] = 10,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL, e.g. sqlite:///vista-study.db "
+                                                        "(default: in memory, not resumable).")] = None,
+    study_name: Annotated[Optional[str], typer.Option(help="Study name in the storage (default: "
+                                                           "vista-<model>).")] = None,
+    train: Annotated[str, typer.Option(help="Dialogues the demos come from (human-annotated): DATASET[:part].")
+                     ] = "vista-human:train",
+    dev: Annotated[str, typer.Option(help="Dialogues each trial is scored on: DATASET[:part].")] = "vista-human:dev",
+    n_train: Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")] = None,
+    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the sampler.")] = 0,
+    given_claims: Annotated[bool, typer.Option(help="Score on the human claims (claim and turn agreement).")
+                            ] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Save the best trial's program as "
+                                                        "compiled/<model>.json (+ .meta.json).")] = False,
+    name: Annotated[Optional[str], typer.Option(help="Program name for --apply (default: the model's).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option(help="With --apply: write there instead of "
+                                                         "vista_dspy/compiled/.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(envvar="VISTA_DATA_DIR", help="Where the datasets live.")] = None,
+    api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE", help="OpenAI-compatible endpoint.")] = None,
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="With the local model: this GGUF.")] = None,
+    port: Annotated[int, typer.Option(help="With the local model: port of the embedded server.")] = DEFAULT_PORT,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
+) -> None:
+    """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
+    (json / chat) and VISTA+ctx, each trial scored on dev. Prints the best trial, every trial and optuna's
+    parameter importances; --apply saves the best program."""
+    import optuna
+    from dspy.utils.exceptions import LMError
+
+    from .bench import default_data_dir, parse_datasets
+    from .data import InputError
+    from .local import LocalServerError, ModelNotFound
+    from .models import program_name_for, use_cache_for
+    from .optimize import CompileResult, compile_metadata, program_from_params, run_study, save_compiled, study_tables
+    from .program import Vista
+
+    try:
+        train_set, train_info = _compile_split(train, data_dir or default_data_dir(), seed, n_train, parse_datasets)
+        dev_set, dev_info = _compile_split(dev, data_dir or default_data_dir(), seed, n_dev, parse_datasets)
+        lm_setup = _model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=None,
+                                max_tokens=1024, cache=cache, adapter=Adapter.json)
+    except (ValueError, InputError, ModelNotFound) as exc:
+        raise fail(str(exc)) from None
+    config = lm_setup.config
+    use_cache_for(config)
+    name = name or program_name_for(model)
+    # The local server enforces a JSON schema per answer: only the JSON adapter applies there.
+    adapters = ("json",) if model in (None, "local") else ("json", "chat")
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with lm_setup.server, dspy_context(config):
+            found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
+                                          study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
+                                          given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+                                          log=lambda message: err.print(message, highlight=False))
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
+    frame, importances = study_tables(found)
+    console = Console()
+    console.print(frame.to_string(index=False), highlight=False, soft_wrap=True)
+    best = found.best_trial
+    console.print(f"best trial {best.number}: dev agreement {best.value:.3f} with {best.params}", highlight=False)
+    if importances:
+        console.print("parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()),
+                      highlight=False)
+    if apply:
+        program, adapter = program_from_params(base, pool, best.params)
+        metadata = compile_metadata(
+            program, "study", {"trials": len(found.trials), "storage": storage, "study": found.study_name,
+                               "params": best.params, "seed": seed, "given_claims": given_claims},
+            train_set, dev_set, describe={"model": config.model, "model_name": name, "train": train_info,
+                                          "dev": dev_info},
+            dev_score={"compiled_score": best.value}, options={"use_context": best.params["context"],
+                                                                "adapter": adapter})
+        path = save_compiled(CompileResult(program, metadata), name, out_dir)
+        flags = (["--context"] if best.params["context"] else []) + ([f"--adapter {adapter}"] if adapter != "json"
+                                                                     else [])
+        err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
+                  highlight=False)
+
+
 def dspy_context(config) -> contextlib.AbstractContextManager:
     import dspy
 

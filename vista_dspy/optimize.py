@@ -281,23 +281,32 @@ def compile_program(
     compiled_score = (max([seed_score] + [c["dev_score"] for c in candidates]) if optimizer == "random-search"
                       else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter))
     log(f"  compiled: {compiled_score:.3f}")
-    metadata = {
-        **(describe or {}),
+    metadata = compile_metadata(
+        compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
+        train, dev, describe=describe,
+        dev_score={"base": base.program_name, "base_score": seed_score, "compiled_score": compiled_score},
+        metric="agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
+                                                   else "") + " on the dev dialogues",
+        candidates=candidates, compile_cost=meter.usage.total.model_dump())
+    return CompileResult(program=compiled, metadata=metadata)
+
+
+def compile_metadata(program: Vista, optimizer: str, settings: dict[str, Any], train: Sequence[Dialogue],
+                     dev: Sequence[Dialogue], *, describe: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """The sidecar of a compiled program: what compiled it, on which data (hashed), how it scored, and when."""
+    describe = describe or {}
+    return {
+        **describe,
         "optimizer": optimizer,
-        "optimizer_settings": {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
-        "train": {**(describe or {}).get("train", {}), "dialogues": len(train), "sha256": content_hash(train)},
-        "dev": {**(describe or {}).get("dev", {}), "dialogues": len(dev), "sha256": content_hash(dev),
+        "optimizer_settings": settings,
+        "train": {**describe.get("train", {}), "dialogues": len(train), "sha256": content_hash(train)},
+        "dev": {**describe.get("dev", {}), "dialogues": len(dev), "sha256": content_hash(dev),
                 "turns": sum(len(d.judged_turns) for d in dev)},
-        "metric": "agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
-                                                       else "") + " on the dev dialogues",
-        "dev_score": {"base": base.program_name, "base_score": seed_score, "compiled_score": compiled_score},
-        "candidates": candidates,
-        "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
-        "compile_cost": meter.usage.total.model_dump(),
+        **fields,
+        "demos": {name: len(p.demos) for name, p in program.named_predictors()},
         "dspy_version": dspy.__version__,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    return CompileResult(program=compiled, metadata=metadata)
 
 
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
@@ -312,3 +321,78 @@ def save_compiled(result: CompileResult, name: str, directory: Path | None = Non
             raise RuntimeError(f"{path}: a predictor carries a bound LM; refusing to ship it")
     (directory / f"{name}.meta.json").write_text(json.dumps({"program": name, **result.metadata}, indent=2) + "\n")
     return path
+
+
+# ---- optuna study over per-model prompt choices ------------------------------------------------------------------
+
+# Upper bounds of the demo counts a study tries per predictor.
+STUDY_MAX_DEMOS: dict[str, int] = {"decompose": 8, "verify": 8, "categorize": 12}
+
+
+def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tuple[Vista, str]:
+    """The program and adapter name a study trial's parameters describe."""
+    budgets = {name: params[f"demos_{name}"] for name in DEFAULT_DEMOS}
+    program = install(base, pool.pick(budgets, params["selection_seed"]))
+    program.use_context = params["context"]
+    return program, params["adapter"]
+
+
+def run_study(
+    train: Sequence[Dialogue],
+    dev: Sequence[Dialogue],
+    *,
+    trials: int,
+    storage: str | None = None,
+    study_name: str = "vista",
+    adapters: Sequence[str] = ("json", "chat"),
+    seed: int = 0,
+    given_claims: bool = False,
+    threads: int = 1,
+    base: Vista | None = None,
+    log: Callable[[str], None] = lambda message: None,
+):
+    """An optuna study (TPE, maximize dev ``agreement``) over demo counts per predictor, the demo selection seed,
+    the adapter, and VISTA+ctx. ``trials`` is the total wanted: a study resumed from ``storage`` runs only the
+    missing ones. Returns (study, pool, base) — the pool is built once per session from human annotations."""
+    import optuna
+
+    from .models import build_adapter
+
+    base = base or Vista.from_program(SEED_PROGRAM)
+    meter = Meter()
+    pool = labeled_pool(base, train, meter=meter,
+                        want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()})
+    log(f"demo pool: {pool.sizes()}")
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True,
+                                sampler=optuna.samplers.TPESampler(seed=seed))
+
+    def objective(trial: optuna.Trial) -> float:
+        params = {f"demos_{name}": trial.suggest_int(f"demos_{name}", 0, high)
+                  for name, high in STUDY_MAX_DEMOS.items()}
+        params["selection_seed"] = trial.suggest_int("selection_seed", 0, 9)
+        params["adapter"] = trial.suggest_categorical("adapter", list(adapters))
+        params["context"] = trial.suggest_categorical("context", [False, True])
+        program, adapter = program_from_params(base, pool, params)
+        trial_meter = Meter()
+        with dspy.context(adapter=build_adapter(adapter)):
+            value = score(program, dev, given_claims=given_claims, threads=threads, meter=trial_meter)
+        trial.set_user_attr("lm_calls", trial_meter.usage.total.calls)
+        log(f"trial {trial.number}: {value:.3f} {params}")
+        return value
+
+    done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    if trials > done:
+        study.optimize(objective, n_trials=trials - done)
+    return study, pool, base
+
+
+def study_tables(study) -> tuple[Any, dict[str, float]]:
+    """(trials as a pandas DataFrame, parameter importances; empty when optuna cannot compute them yet)."""
+    import optuna
+
+    frame = study.trials_dataframe(attrs=("number", "value", "params", "user_attrs", "state"))
+    try:
+        importances = optuna.importance.get_param_importances(study)
+    except (ValueError, RuntimeError, ZeroDivisionError):
+        importances = {}
+    return frame, dict(importances)
