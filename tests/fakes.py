@@ -52,7 +52,7 @@ class RuleEngine:
         with self._lock:
             self.requests.append((stage, inputs))
             self.message_counts.append(n_messages)
-        answer = getattr(self, stage)(inputs)
+        answer = self.generic(system) if stage == "generic" else getattr(self, stage)(inputs)
         return answer if isinstance(answer, str) else json.dumps(answer)
 
     def stream(self, request):  # pragma: no cover - not used
@@ -71,7 +71,15 @@ class RuleEngine:
                               ("contradiction", "`contradicts`")):
             if marker in system:
                 return stage
-        raise AssertionError(f"unknown stage for system prompt: {system[:200]}")
+        return "generic"  # an optimizer's own prompts (e.g. MIPROv2's instruction proposals)
+
+    @staticmethod
+    def generic(system: str) -> dict[str, str]:
+        """Every output field the system prompt asks for, as a short sentence."""
+        outputs = system.split("Your output fields are:", 1)[-1].split("All interactions", 1)[0]
+        names = re.findall(r"^\d+\. `(\w+)`", outputs, re.M)
+        assert names, f"no output fields in system prompt: {system[:200]}"
+        return {name: f"Judge each claim against the reference ({name})." for name in names}
 
     def decompose(self, inputs):
         turn = inputs["turn"]

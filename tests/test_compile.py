@@ -198,3 +198,14 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
     result = runner.invoke(app, ["compile", "--model", "openai/x", "--train", "vista-human:all", "--dev",
                                  "vista-human:all", "--data-dir", str(data_dir)])
     assert result.exit_code == 2 and "share" in result.output
+
+
+def test_mipro_wrapped_with_per_predictor_budgets(dialogues):
+    budgets = {"decompose": 2, "verify": 1, "categorize": 1}
+    result, engine = compile_with_rules(dialogues[:8], dialogues[8:10], optimizer="mipro", budgets=budgets,
+                                        budget=2)
+    program = result.program
+    assert all(len(getattr(program, name).demos) <= k for name, k in budgets.items())
+    assert incomplete_demos(program) == []
+    assert any(stage == "generic" for stage, _ in engine.requests)  # instructions were proposed by the LM
+    assert len(program.contradiction.demos) == len(Vista.from_program(None).contradiction.demos)

@@ -432,10 +432,11 @@ def compile_command(
     optimizer: Annotated[str, typer.Option(help="labeled (demos from human annotations, the model's explanations "
                                                 "where it agrees), bootstrap (dspy.BootstrapFewShot on turn "
                                                 "labels), random-search (budget candidate demo sets scored on "
-                                                "dev).")] = "labeled",
+                                                "dev), mipro (dspy.MIPROv2: LM-proposed instructions and demo "
+                                                "sets, budget candidates and trials).")] = "labeled",
     demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
-    budget: Annotated[int, typer.Option(min=1, help="random-search: candidates; bootstrap: dialogues judged "
-                                                    "entirely right to collect.")] = 4,
+    budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials); "
+                                                    "bootstrap: unused.")] = 4,
     n_train: Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")] = None,
     n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the demo selection.")] = 0,

@@ -10,6 +10,8 @@ Optimizers (DSPy's teleprompters have one demo budget for the whole program; her
   turn labels); traces of dialogues judged entirely right become demos; each predictor is cut to its budget.
 - ``random-search``: ``budget`` candidate demo sets drawn (seeded) from the ``labeled`` pool, each scored on the
   dev dialogues; the best wins, and the seed program wins ties.
+- ``mipro``: ``dspy.MIPROv2`` (instructions proposed by the same LM, demo sets bootstrapped as above, optuna
+  choosing the combination on the dev dialogues; ``budget`` candidates and trials); demos cut per predictor.
 
 The metric (``agreement``) is turn-label agreement with gold, averaged with claim-category agreement when the
 judged claims carry gold categories (judging the human claims of annotated turns, ``given_claims=True``).
@@ -33,7 +35,7 @@ from .program import SEED_PROGRAM, Vista, compiled_dir
 from .schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
 
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
-OPTIMIZERS = ("labeled", "bootstrap", "random-search")
+OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro")
 
 
 def parse_demos(spec: str | None) -> dict[str, int]:
@@ -237,8 +239,7 @@ def compile_program(
     log: Callable[[str], None] = lambda message: None,
 ) -> CompileResult:
     """Compile with the LM in the current dspy context. ``base`` (default: the seed program) is the teacher and
-    the baseline; ``budget`` is the number of candidates for random-search and the number of dialogues judged
-    entirely right that bootstrap collects. ``describe`` (model, dataset names ...) goes into the metadata."""
+    the baseline; ``budget`` is the number of candidates for random-search and mipro (and mipro's trials). ``describe`` (model, dataset names ...) goes into the metadata."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     budgets = budgets or dict(DEFAULT_DEMOS)
@@ -259,6 +260,17 @@ def compile_program(
         compiled = teleprompter.compile(student, teacher=base.deepcopy(), trainset=examples(train))
         kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
         compiled = install(base, kept)
+    elif optimizer == "mipro":
+        teleprompter = dspy.MIPROv2(metric=meter.wrap(agreement), auto=None, num_candidates=budget,
+                                    max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
+                                    num_threads=threads, seed=seed, max_errors=len(train) + len(dev) + 1,
+                                    verbose=False)
+        optimized = teleprompter.compile(base.deepcopy(), trainset=examples(train), valset=examples(dev),
+                                         num_trials=budget, minibatch=False)
+        kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
+        # Predictors outside the budgets (the contradiction check) keep the base program's demos.
+        kept.update({name: list(p.demos) for name, p in base.named_predictors() if name not in budgets})
+        compiled = install(optimized, kept)
     else:
         pool = labeled_pool(base, train, meter=meter,
                             on_dialogue=lambda d: log(f"  judged human claims of {d.id}"))
