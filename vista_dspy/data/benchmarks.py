@@ -621,13 +621,50 @@ def _coconot_dialogue(path: Path, root: Path, number: int, record: dict[str, Any
     )
 
 
+COCONOT_HUB = "allenai/coconot"
+
+
+def _coconot_from_hub(n: int | None, seed: int) -> list[Dialogue]:
+    """Refusals: the ``original`` config's train responses (noncompliant by construction); compliant answers:
+    the ``pref`` config's ``chosen`` responses."""
+    import datasets
+
+    parts = []
+    for config, column, expected in (("original", "response", "abstention"), ("pref", "chosen", "compliant")):
+        try:
+            parts.append((config, column, expected, datasets.load_dataset(COCONOT_HUB, config, split="train")))
+        except Exception as exc:  # noqa: BLE001 - offline and hub errors alike
+            raise InputError(COCONOT_HUB, f"cannot load config {config!r} from the Hugging Face hub "
+                                          f"({type(exc).__name__}: {str(exc)[:200]}); offline, pass the coconot/ "
+                                          "directory of the GitHub release instead") from None
+    report = LoadReport("coconot", files=[f"{COCONOT_HUB}:{config}" for config, *_ in parts])
+    dialogues = []
+    root = Path(COCONOT_HUB)
+    for config, column, expected, rows in parts:
+        name = root / config
+        for number, record in enumerate(rows, start=1):
+            record = dict(record)
+            where = f"{config} row {number}"
+            for field_name in ("id", "prompt", column):
+                _field(name, record, field_name, where, str)
+            if not record["prompt"].strip() or not record[column].strip():
+                report.skip("empty prompt or response", where)
+                continue
+            dialogue = _coconot_dialogue(name, root, number, record, record[column], expected)
+            dialogues.append(dialogue.model_copy(update={"id": f"coconot-{config}-{record['id']}"}))
+    return _finish(report, root, dialogues, n, seed, side=lambda d: d.source["expected"] == "abstention")
+
+
 @register("coconot")
 def load_coconot(path: str | Path, data: Any = None, *, n: int | None = None, seed: int = 0) -> list[Dialogue]:
     """CoCoNot directory: GPT-4 refusals of the original eval prompts (expected "abstention") followed by the
     preferred answers to the contrast prompts (expected "compliant"); no reference document."""
     root = Path(path)
+    if str(path) in ("hub", COCONOT_HUB):
+        return _coconot_from_hub(n, seed)
     if not root.is_dir():
-        raise InputError(root, "expected the coconot/ directory (with legacy_commit_3206be6/ and data/)")
+        raise InputError(root, "expected the coconot/ directory (with legacy_commit_3206be6/ and data/), or 'hub' "
+                               f"to load {COCONOT_HUB} from the Hugging Face hub (online)")
     report = LoadReport("coconot", files=[COCONOT_REFUSALS, COCONOT_COMPLIANT])
     dialogues = []
     refusals = root / COCONOT_REFUSALS
