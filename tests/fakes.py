@@ -2,7 +2,8 @@
 
 It reads the input fields DSPy rendered into the last user message, recognises the stage by its output fields,
 and answers in JSON. Markers in the text inject failures:
-    <<BAD-DECOMPOSE>> in a turn, <<BAD-VERIFY>> / <<BAD-CATEGORIZE>> in a claim -> unparseable answer.
+    <<BAD-DECOMPOSE>> in a turn, <<BAD-VERIFY>> / <<BAD-CATEGORIZE>> in a claim -> unparseable answer;
+    <<FLAKY-VERIFY>> in a claim -> unparseable the first time it is asked only.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class RuleEngine:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.message_counts: list[int] = []  # messages per request: demos add a user/assistant pair each
+        self.flaky_seen: set[str] = set()
         self._lock = threading.Lock()
 
     def complete(self, request):
@@ -92,6 +94,9 @@ class RuleEngine:
         claim = inputs["claim"]
         if "<<BAD-VERIFY>>" in claim:
             return "label: maybe"
+        if "<<FLAKY-VERIFY>>" in claim and claim not in self.flaky_seen:
+            self.flaky_seen.add(claim)  # unparseable the first time only
+            return "label: maybe"
         sources = norm(inputs["reference"]) + " | " + " | ".join(
             norm(line.split(". ", 1)[-1]) for line in inputs["knowledge"].splitlines()
         )
@@ -149,37 +154,73 @@ def rule_lm(engine: RuleEngine | None = None) -> dspy.LM:
 class FakeOpenAIServer:
     """A stdlib OpenAI-compatible ``/v1/chat/completions`` server answering with ``RuleEngine`` (real HTTP path)."""
 
-    def __init__(self, engine: RuleEngine | None = None) -> None:
+    def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
+                 latency: float = 0.0, hang: float = 3.0, seed: int = 0) -> None:
+        """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``timeout``
+        (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
+        answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults."""
+        import collections
         import http.server
+        import random
+        import time
 
         self.engine = engine or RuleEngine()
-        engine = self.engine
+        self.injected: collections.Counter = collections.Counter()
+        self.requests = 0
+        engine, server = self.engine, self
+        rates = dict(faults or {})
+        rng = random.Random(seed)
+        lock = threading.Lock()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout) before the answer
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    server.requests += 1
+                    fault = next((kind for kind, rate in rates.items() if rng.random() < rate), None)
+                    if fault:
+                        server.injected[fault] += 1
+                if latency:
+                    time.sleep(latency)
+                if fault in ("500", "429"):
+                    self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
+                    return
+                if fault == "timeout":
+                    time.sleep(hang)
                 messages = body["messages"]
                 system = "".join(m["content"] for m in messages if m["role"] == "system")
                 prompt = messages[-1]["content"]
                 if isinstance(prompt, list):
                     prompt = "".join(part.get("text", "") for part in prompt)
                 text = engine.answer(system, prompt, n_messages=len(messages) - 1)
-                reply = {
+                finish = "stop"
+                if fault == "empty":
+                    text = ""
+                elif fault == "malformed":
+                    text = "{this is not json"
+                elif fault == "truncated":
+                    text, finish = text[: len(text) // 2], "length"
+                self._send(200, {
                     "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": finish,
                                  "message": {"role": "assistant", "content": text}}],
                     "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
                               "total_tokens": (len(system + prompt) + len(text)) // 4},
-                }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                })
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

@@ -124,6 +124,16 @@ def test_malformed_outputs_become_error_verdicts_never_dropped_claims():
     assert len(verdict.errors) == 1 and "background" in verdict.errors[0]
 
 
+@pytest.mark.parametrize("method", ["forward", "aforward"])
+def test_an_unparseable_answer_is_asked_once_more_past_the_cache(method):
+    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal <<FLAKY-VERIFY>>.", DOC))
+    verdict, engine = run(dlg, method=method)
+    [claim] = verdict.turns[0].claims
+    assert claim.error is None and claim.category != Category.ERROR
+    assert len(engine.inputs_of("verify")) == 2
+    assert verdict.usage.by_stage["verify"].calls == 2
+
+
 def test_an_unsafe_claim_decides_even_beside_an_error():
     dlg = dialogue(user("q"), assistant("Lisbon has ten hills. Oops <<BAD-VERIFY>> here.", DOC))
     verdict, _ = run(dlg)

@@ -31,6 +31,8 @@ class ModelConfig:
     temperature: float = 0.0
     max_tokens: int = DEFAULT_MAX_TOKENS
     num_retries: int = 3
+    # Seconds before one request is abandoned (and retried): None keeps litellm's default.
+    timeout: float | None = None
     cache: bool = True
     adapter: str = "json"
     # What makes cached answers valid; defaults to model + endpoint (see cache_dir_for).
@@ -40,6 +42,8 @@ class ModelConfig:
 
     def build(self) -> dspy.LM:
         kwargs: dict = {}
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
         if self.api_base:
             kwargs["api_base"] = self.api_base
             # Self-hosted OpenAI-compatible servers usually need no key, but the client insists on one.

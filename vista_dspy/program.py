@@ -18,6 +18,7 @@ from typing import Any
 
 import dspy
 from dspy.utils.exceptions import (
+    AdapterParseError,
     LMAuthError,
     LMBillingError,
     LMConfigurationError,
@@ -51,6 +52,8 @@ from .signatures import (
 )
 
 SEED_PROGRAM = "seed"
+# An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
+PARSE_RETRIES = 1
 # Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
 FATAL_LM_ERRORS = (
     LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError, LMUnsupportedFeatureError
@@ -197,34 +200,50 @@ class StagedModule(dspy.Module):
                 return done.value
             results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
 
-    def _kwargs(self, call: StageCall) -> dict[str, Any]:
+    def _kwargs(self, call: StageCall, attempt: int = 0) -> dict[str, Any]:
         kwargs = dict(call.inputs)
         if call.signature is not None:
             kwargs["signature"] = call.signature
         if self.zero_shot:
             kwargs["demos"] = []
+        config: dict[str, Any] = {}
         if self.short_answer_tokens and call.stage != "decompose":
-            kwargs["config"] = {"max_tokens": self.short_answer_tokens}
+            config["max_tokens"] = self.short_answer_tokens
+        if attempt:
+            # The unparseable answer sits in the cache: ask the model again past it.
+            config["cache"] = False
+        if config:
+            kwargs["config"] = config
         return kwargs
 
     def _call(self, call: StageCall) -> StageResult:
+        prediction, error = None, None
         with dspy.track_usage() as tracker:
-            try:
-                prediction, error = call.predictor(**self._kwargs(call)), None
-            except FATAL_LM_ERRORS:
-                raise
-            except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
-                prediction, error = None, _describe(exc)
+            for attempt in range(1 + PARSE_RETRIES):
+                try:
+                    prediction, error = call.predictor(**self._kwargs(call, attempt)), None
+                    break
+                except FATAL_LM_ERRORS:
+                    raise
+                except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
+                    error = _describe(exc)
+                    if not isinstance(exc, AdapterParseError):
+                        break
         return StageResult(prediction, error, _usage_of(tracker))
 
     async def _acall(self, call: StageCall) -> StageResult:
+        prediction, error = None, None
         with dspy.track_usage() as tracker:
-            try:
-                prediction, error = await call.predictor.acall(**self._kwargs(call)), None
-            except FATAL_LM_ERRORS:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                prediction, error = None, _describe(exc)
+            for attempt in range(1 + PARSE_RETRIES):
+                try:
+                    prediction, error = await call.predictor.acall(**self._kwargs(call, attempt)), None
+                    break
+                except FATAL_LM_ERRORS:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    error = _describe(exc)
+                    if not isinstance(exc, AdapterParseError):
+                        break
         return StageResult(prediction, error, _usage_of(tracker))
 
 
