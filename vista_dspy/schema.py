@@ -12,6 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
+# Longest text accepted in one turn, document or claim (characters): far beyond any LM context, so a longer one
+# is a broken input file, refused by name before any LM call.
+MAX_TEXT = 200_000
 
 
 class Category(str, Enum):
@@ -58,7 +61,7 @@ class Grounding(_Record):
     """
 
     kind: Literal["document", "knowledge_only", "background"]
-    document: str | None = None
+    document: str | None = Field(default=None, max_length=MAX_TEXT)
 
     @model_validator(mode="after")
     def _document_iff_kind(self) -> Grounding:
@@ -87,7 +90,7 @@ class Grounding(_Record):
 
 
 class GoldClaim(_Record):
-    text: str = Field(min_length=1)
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
     category: Category
 
     @model_validator(mode="after")
@@ -107,7 +110,7 @@ class TurnGold(_Record):
 
 class Turn(_Record):
     role: Literal["user", "assistant"]
-    text: str
+    text: str = Field(max_length=MAX_TEXT)
     # Only assistant turns carry a grounding; a missing one means "judge against the knowledge store only".
     grounding: Grounding | None = None
     gold: TurnGold | None = None

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..schema import Dialogue
+from ..schema import MAX_TEXT, Dialogue
 
 
 class InputError(ValueError):
@@ -59,6 +59,12 @@ def parse_jsonl(path: str | Path, text: str) -> list[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             raise InputError(path, f"invalid JSON at column {exc.colno}: {exc.msg}", record=f"line {number}") from None
     return records
+
+
+def check_length(path: str | Path, record: str, field: str, text: str) -> None:
+    if len(text) > MAX_TEXT:
+        raise InputError(path, f"{len(text)} characters; at most {MAX_TEXT} characters are accepted in one text "
+                               "(far beyond any model's context: is the file broken?)", record=record, field=field)
 
 
 def validation_message(error: ValidationError) -> tuple[str, str]:

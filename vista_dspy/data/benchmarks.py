@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..schema import Dialogue, Grounding, Turn, TurnGold
-from . import LOADERS, InputError, parse_jsonl, read_json, register
+from . import LOADERS, InputError, parse_jsonl, read_json, register, validation_message
 
 logger = logging.getLogger("vista_dspy.data")
 
@@ -874,7 +876,11 @@ def load_benchmark(name: str, path: str | Path, *, n: int | None = None, seed: i
     """Load benchmark ``name`` from ``path`` (optionally ``n`` seeded samples); ids are checked to be unique."""
     if name not in BENCHMARKS or name not in LOADERS:
         raise InputError(path, f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
-    dialogues = LOADERS[name](path, n=n, seed=seed, **kwargs)
+    try:
+        dialogues = LOADERS[name](path, n=n, seed=seed, **kwargs)
+    except ValidationError as exc:  # a record the loader's own checks let through (e.g. a text too long)
+        location, message = validation_message(exc)
+        raise InputError(path, message, field=location) from None
     if not dialogues:
         raise InputError(path, f"no {name} dialogues loaded")
     _check_unique(Path(path), dialogues)

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Category, Dialogue, GoldClaim, Grounding, Turn, TurnGold
-from . import InputError, dialogue_from_dict, parse_jsonl, read_json, read_text, register
+from . import (
+    InputError,
+    check_length,
+    dialogue_from_dict,
+    parse_jsonl,
+    read_json,
+    read_text,
+    register,
+)
 
 ROLES = {"user": "user", "apprentice": "user", "assistant": "assistant", "wizard": "assistant"}
 BACKGROUND_MARKERS = {"N/A"}
@@ -55,6 +63,7 @@ def grounding_from_vista(value: Any, path: Path, record: str) -> Grounding:
         return Grounding.background()
     if not text or text in KNOWLEDGE_ONLY_MARKERS:
         return Grounding.knowledge_only()
+    check_length(path, record, "retrieved_document", value)
     return Grounding.from_document(value)
 
 
@@ -97,6 +106,7 @@ def turn_from_vista(data: Any, path: Path, record: str) -> Turn:
         raise InputError(path, "missing or not a string", record=record, field="utterance")
     if not text.strip():
         raise InputError(path, "empty utterance", record=record, field="utterance")
+    check_length(path, record, "utterance", text)
     meta = {k: v for k, v in data.items() if k not in KNOWN_KEYS}
     if role == "user":
         return Turn(role="user", text=text, meta=meta)
