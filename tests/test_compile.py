@@ -82,7 +82,9 @@ def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_p
         assert key in meta, key
     assert meta["train"]["dataset"] == "vista-human" and len(meta["train"]["sha256"]) == 64
     assert meta["demos"]["verify"] == 3 and meta["compile_cost"]["calls"] > 0
-    assert 0.0 <= meta["dev_score"]["base_score"] <= 1.0 and 0.0 <= meta["dev_score"]["compiled_score"] <= 1.0
+    for side in ("base", "compiled"):
+        assert 0.0 <= meta["dev_score"][side]["agreement"] <= 1.0
+        assert 0.0 <= meta["dev_score"][side]["turn_accuracy"] <= 1.0
 
 
 def test_bootstrap_and_random_search(dialogues):
@@ -98,8 +100,8 @@ def test_bootstrap_and_random_search(dialogues):
                                    budget=2, seed=5)
     candidates = result.metadata["candidates"]
     assert [c["seed"] for c in candidates] == [5, 6]
-    best = max([result.metadata["dev_score"]["base_score"]] + [c["dev_score"] for c in candidates])
-    assert result.metadata["dev_score"]["compiled_score"] == best
+    best = max([result.metadata["dev_score"]["base"]["agreement"]] + [c["agreement"] for c in candidates])
+    assert result.metadata["dev_score"]["compiled"]["agreement"] == best
 
 
 def test_labeled_needs_human_claims(dialogues):

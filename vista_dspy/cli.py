@@ -502,8 +502,10 @@ def compile_command(
         raise fail(str(exc), code=1) from None
     path = save_compiled(result, name, out_dir)
     scores = result.metadata["dev_score"]
-    err.print(f"dev agreement: seed {scores['base_score']:.3f} -> compiled {scores['compiled_score']:.3f}; "
-              f"compiling cost {result.metadata['compile_cost']['calls']} LM calls", highlight=False)
+    err.print(f"dev agreement: {scores['base_program']} {scores['base']['agreement']:.3f} -> compiled "
+              f"{scores['compiled']['agreement']:.3f} (turn accuracy {_fraction(scores['base']['turn_accuracy'])} -> "
+              f"{_fraction(scores['compiled']['turn_accuracy'])}); compiling cost "
+              f"{result.metadata['compile_cost']['calls']} LM calls", highlight=False)
     sys.stdout.write(f"{path}\n")
 
 
@@ -589,13 +591,18 @@ def study(
                                "params": best.params, "seed": seed, "given_claims": given_claims},
             train_set, dev_set, describe={"model": config.model, "model_name": name, "train": train_info,
                                           "dev": dev_info},
-            dev_score={"compiled_score": best.value}, options={"use_context": best.params["context"],
+            dev_score={"compiled": {"agreement": best.value,
+                                    "turn_accuracy": best.user_attrs.get("turn_accuracy")}}, options={"use_context": best.params["context"],
                                                                 "adapter": adapter})
         path = save_compiled(CompileResult(program, metadata), name, out_dir)
         flags = (["--context"] if best.params["context"] else []) + ([f"--adapter {adapter}"] if adapter != "json"
                                                                      else [])
         err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
                   highlight=False)
+
+
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def dspy_context(config) -> contextlib.AbstractContextManager:

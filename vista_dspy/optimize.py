@@ -82,29 +82,41 @@ class Meter:
         return measured
 
 
-class JudgeGivenClaims(dspy.Module):
-    """Runs a Vista on the human claims of annotated turns (for dspy.Evaluate)."""
-
-    def __init__(self, program: Vista) -> None:
-        super().__init__()
-        self.program = program
-
-    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return self.program.judge_claims(dialogue)
-
-
 def examples(dialogues: Sequence[Dialogue]) -> list[dspy.Example]:
     return [dspy.Example(dialogue=d).with_inputs("dialogue") for d in dialogues]
 
 
+@dataclass
+class DevScore:
+    """``agreement`` averaged over dev dialogues (what the optimizers maximize), plus turn accuracy over all dev
+    turns and, when claims carry gold categories, claim accuracy (scoring.summarize's definitions)."""
+
+    agreement: float
+    turn_accuracy: float | None
+    claim_accuracy: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"agreement": self.agreement, "turn_accuracy": self.turn_accuracy,
+                "claim_accuracy": self.claim_accuracy}
+
+
 def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False, threads: int = 1,
-          meter: Meter | None = None) -> float:
-    """Mean ``agreement`` over ``dev`` (0-1), with the LM in the current dspy context."""
-    meter = meter or Meter()
-    module = JudgeGivenClaims(program) if given_claims else program
-    evaluator = dspy.Evaluate(devset=examples(dev), metric=meter.wrap(agreement), num_threads=threads,
-                              display_progress=False, display_table=False, max_errors=len(dev) + 1)
-    return float(evaluator(module).score) / 100
+          meter: Meter | None = None) -> DevScore:
+    """Score ``program`` on ``dev`` with the LM and adapter of the current dspy context.
+
+    Runs on our own runner, not ``dspy.Evaluate``: Evaluate re-submits any example still running after 120 s,
+    which a slow local model reaches on long dialogues (duplicate LM calls, wasted minutes)."""
+    from . import scoring
+    from .runner import evaluate
+
+    result = evaluate(dev, program, dspy.settings.lm, adapter=dspy.settings.adapter, threads=threads,
+                      judge_given_claims=given_claims)
+    measured = (meter or Meter()).wrap(agreement)
+    values = [measured(None, verdict) for verdict in result.verdicts]
+    summary = scoring.summarize(result.verdicts)
+    return DevScore(agreement=sum(values) / len(values) if values else 0.0,
+                    turn_accuracy=summary.get("turn_metrics", {}).get("accuracy"),
+                    claim_accuracy=summary.get("claim_metrics", {}).get("accuracy"))
 
 
 # ---- demo pools and selection ------------------------------------------------------------------------------------
@@ -251,7 +263,7 @@ def compile_program(
 
     log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
     seed_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter)
-    log(f"  {base.program_name}: {seed_score:.3f}")
+    log(f"  {base.program_name}: {seed_score.as_dict()}")
     candidates: list[dict[str, Any]] = []
     if optimizer == "bootstrap":
         teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
@@ -282,21 +294,22 @@ def compile_program(
             for trial in range(budget):
                 candidate = install(base, pool.pick(budgets, seed + trial))
                 value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter)
-                candidates.append({"seed": seed + trial, "dev_score": value})
-                log(f"  candidate {trial} (seed {seed + trial}): {value:.3f}")
-                if value > best_score:
+                candidates.append({"seed": seed + trial, **value.as_dict()})
+                log(f"  candidate {trial} (seed {seed + trial}): {value.as_dict()}")
+                if value.agreement > best_score.agreement:
                     best, best_score = candidate, value
             compiled = best
     problems = incomplete_demos(compiled)
     if problems:
         raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
-    compiled_score = (max([seed_score] + [c["dev_score"] for c in candidates]) if optimizer == "random-search"
+    compiled_score = (best_score if optimizer == "random-search"
                       else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter))
-    log(f"  compiled: {compiled_score:.3f}")
+    log(f"  compiled: {compiled_score.as_dict()}")
     metadata = compile_metadata(
         compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
         train, dev, describe=describe,
-        dev_score={"base": base.program_name, "base_score": seed_score, "compiled_score": compiled_score},
+        dev_score={"base_program": base.program_name, "base": seed_score.as_dict(),
+                   "compiled": compiled_score.as_dict()},
         metric="agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
                                                    else "") + " on the dev dialogues",
         candidates=candidates, compile_cost=meter.usage.total.model_dump())
@@ -389,8 +402,9 @@ def run_study(
         with dspy.context(adapter=build_adapter(adapter)):
             value = score(program, dev, given_claims=given_claims, threads=threads, meter=trial_meter)
         trial.set_user_attr("lm_calls", trial_meter.usage.total.calls)
-        log(f"trial {trial.number}: {value:.3f} {params}")
-        return value
+        trial.set_user_attr("turn_accuracy", value.turn_accuracy)
+        log(f"trial {trial.number}: {value.agreement:.3f} {params}")
+        return value.agreement
 
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     if trials > done:
