@@ -68,6 +68,10 @@ class RuleEngine:
 
     @staticmethod
     def _stage(system: str) -> str:
+        for stage, marker in (("verify_batch", "list[VerifiedClaim]"), ("categorize_batch", "list[CategorizedClaim]"),
+                              ("joint_batch", "list[JudgedClaim]")):
+            if marker in system:
+                return stage
         for stage, marker in (("decompose", "`claims`"), ("facts", "`facts`"), ("support", "`supported`"),
                               ("judge", "'hallucinated'"), ("verify", "`label`"), ("categorize", "`category`"),
                               ("contradiction", "`contradicts`")):
@@ -82,6 +86,33 @@ class RuleEngine:
         names = re.findall(r"^\d+\. `(\w+)`", outputs, re.M)
         assert names, f"no output fields in system prompt: {system[:200]}"
         return {name: f"Judge each claim against the reference ({name})." for name in names}
+
+    def _batch(self, inputs, judge):
+        """Answers a numbered claim list claim by claim. <<DROP-BATCH>> in a claim leaves it out of the answer,
+        <<BAD-BATCH>> in any claim makes the whole answer unparseable."""
+        claims = [line.split(". ", 1)[1] for line in inputs["claims"].splitlines() if ". " in line]
+        if any("<<BAD-BATCH>>" in c for c in claims):
+            return "{broken"
+        verdicts = []
+        for number, claim in enumerate(claims, start=1):
+            answer = judge({**inputs, "claim": claim}) if "<<DROP-BATCH>>" not in claim else None
+            if isinstance(answer, dict):  # a claim with a per-claim failure marker is left out too
+                verdicts.append({"claim": number, **answer})
+        return {"verdicts": verdicts}
+
+    def verify_batch(self, inputs):
+        return self._batch(inputs, self.verify)
+
+    def categorize_batch(self, inputs):
+        return self._batch(inputs, self.categorize)
+
+    def joint_batch(self, inputs):
+        def judge(claim_inputs):
+            verified = self.verify(claim_inputs)
+            return ({"explanation": verified["explanation"], "category": "VERIFIED"}
+                    if verified["label"] == "VERIFIED" else self.categorize(claim_inputs))
+
+        return self._batch(inputs, judge)
 
     def decompose(self, inputs):
         turn = inputs["turn"]

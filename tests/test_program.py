@@ -240,3 +240,58 @@ def test_short_answer_cap_applies_to_short_stages_only():
     decompose = program._kwargs(StageCall("decompose", program.decompose, {"turn": "t"}))
     assert verify["config"] == {"max_tokens": 50} and "config" not in decompose
     assert "config" not in Vista()._kwargs(StageCall("verify", program.verify, {"claim": "c"}))
+
+
+MANY = dialogue(
+    user("Tell me about Lisbon."),
+    assistant("Lisbon is the capital of Portugal. Lisbon has ten hills. I love Lisbon. I'm not sure about trams.", DOC),
+    user("And?"),
+    assistant("Lisbon has seven hills. Lisbon is not in Spain. I think it is lovely.", DOC),
+)
+
+
+def calls(verdict, stage):
+    counts = verdict.usage.by_stage.get(stage)
+    return counts.calls if counts else 0
+
+
+@pytest.mark.parametrize("mode", ["batched", "joint"])
+@pytest.mark.parametrize("method", ["forward", "aforward"])
+def test_claims_in_one_call_give_the_per_claim_verdicts_with_fewer_calls(mode, method):
+    reference, _ = run(MANY)
+    verdict, engine = run(MANY, method=method, claim_calls=mode)
+    assert [categories(t) for t in verdict.turns] == [categories(t) for t in reference.turns]
+    assert [t.label for t in verdict.turns] == [t.label for t in reference.turns]
+    assert [c.explanation for t in verdict.turns for c in t.claims] == \
+        [c.explanation for t in reference.turns for c in t.claims]
+    turns = len(verdict.turns)
+    if mode == "batched":
+        assert calls(verdict, "verify") == turns and calls(verdict, "categorize") == turns
+    else:
+        assert calls(verdict, "verify") == turns and calls(verdict, "categorize") == 0
+    assert calls(reference, "verify") + calls(reference, "categorize") > 2 * (calls(verdict, "verify") +
+                                                                            calls(verdict, "categorize"))
+    assert verdict.options["claim_calls"] == mode
+
+
+@pytest.mark.parametrize("mode", ["batched", "joint"])
+def test_a_claim_missing_from_a_batched_answer_falls_back_to_its_own_calls(mode):
+    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal. Lisbon has ten <<DROP-BATCH>> hills.",
+                                        DOC))
+    verdict, engine = run(dlg, claim_calls=mode)
+    assert categories(verdict.turns[0]) == [Category.VERIFIED, Category.LACKING_EVIDENCE]
+    single = [i["claim"] for i in engine.inputs_of("verify")]
+    assert single == ["Lisbon has ten <<DROP-BATCH>> hills."]  # only the dropped claim went one by one
+
+
+def test_an_unparseable_batched_answer_falls_back_to_per_claim_calls():
+    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal. Odd <<BAD-BATCH>> claim.", DOC))
+    verdict, engine = run(dlg, claim_calls="batched")
+    assert categories(verdict.turns[0]) == [Category.VERIFIED, Category.LACKING_EVIDENCE]
+    assert len(engine.inputs_of("verify_batch")) == 2  # asked once more, then per claim
+    assert len(engine.inputs_of("verify")) == 2 and verdict.turns[0].label == "hallucinated"
+
+
+def test_claim_calls_is_validated():
+    with pytest.raises(ValueError, match="claim_calls must be one of"):
+        Vista(claim_calls="all-at-once")

@@ -51,6 +51,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-history": {"history_in_decompose": False},
     "zero-shot": {"zero_shot": True},
     "contradiction-check": {"check_contradictions": True},
+    # Not ablations of the paper: the one-call-per-turn judging modes, to compare their accuracy and cost.
+    "batched": {"claim_calls": "batched"},
+    "joint": {"claim_calls": "joint"},
 }
 REFERENCE_SYSTEM = "vista"
 TIMING = "timing.json"

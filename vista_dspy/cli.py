@@ -38,6 +38,12 @@ class System(str, Enum):
     judge = "judge"
 
 
+class ClaimCalls(str, Enum):
+    per_claim = "per-claim"
+    batched = "batched"
+    joint = "joint"
+
+
 class Adapter(str, Enum):
     json = "json"
     chat = "chat"
@@ -125,6 +131,11 @@ def evaluate(
                                                            "turn? A yes makes the turn hallucinated.")] = False,
     background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
                                                   "facts.")] = True,
+    claim_calls: Annotated[ClaimCalls, typer.Option(help="per-claim: one Verify call per claim and one Categorize "
+                                                         "call per unverified claim (the paper's method); batched: "
+                                                         "one Verify and one Categorize call per turn; joint: one "
+                                                         "call per turn for both. Claims a batched answer misses "
+                                                         "are asked one by one.")] = ClaimCalls.per_claim,
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
                                                   "always uses json, with a server-enforced schema).")] = Adapter.json,
     temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the model's; 0 "
@@ -180,6 +191,7 @@ def evaluate(
             judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
                                        history_in_decompose=history, zero_shot=zero_shot,
                                        seed_background=background, check_contradictions=contradiction_check,
+                                       claim_calls=claim_calls.value,
                                        short_answer_tokens=short_answer_tokens)
         except (FileNotFoundError, KeyError, ValueError) as exc:
             raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
@@ -247,7 +259,8 @@ def benchmark(
                                               "factscore, factscore-nosplit, judge.")
                        ] = "vista,factscore,factscore-nosplit,judge",
     ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
-                                                "no-history, zero-shot, contradiction-check.")] = "",
+                                                "no-history, zero-shot, contradiction-check; and the judging "
+                                                "modes batched, joint.")] = "",
     model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
                      help="'local' (default) or a DSPy/litellm model string, as for `vista evaluate`.")] = None,
     api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",

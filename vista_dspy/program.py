@@ -14,7 +14,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 from dspy.utils.exceptions import (
@@ -44,14 +44,22 @@ from .signatures import (
     EMPTY_KNOWLEDGE,
     NO_HISTORY,
     NO_REFERENCE,
-    CheckContradiction,
+    CategorizedClaim,
     Categorize,
+    CheckContradiction,
     Decompose,
+    JudgedClaim,
     Verify,
+    VerifiedClaim,
+    batched,
+    joint_instructions,
+    number_claims,
     with_history,
 )
 
 SEED_PROGRAM = "seed"
+ClaimCalls = Literal["per-claim", "batched", "joint"]
+CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 # An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
 PARSE_RETRIES = 1
 # Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
@@ -109,6 +117,8 @@ class StageCall:
     predictor: dspy.Predict
     inputs: dict[str, Any]
     signature: type[dspy.Signature] | None = None
+    demos: list[dspy.Example] | None = None  # instead of the predictor's own (batched prompts)
+    answers: int = 1  # claims answered in one call (scales the short-answer token cap)
 
 
 @dataclass
@@ -127,6 +137,24 @@ def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
         )
         for model, entries in tracker.usage_data.items()
     }
+
+
+def batch_demos(demos: Sequence[dspy.Example], item: type) -> list[dspy.Example]:
+    """Per-claim demos regrouped for a batched prompt: demos that share their sources become one numbered list
+    (the answer fields of ``item`` are taken from each demo)."""
+    groups: dict[tuple, list[dspy.Example]] = {}
+    for demo in demos:
+        groups.setdefault(tuple(demo.get(k) for k in ("reference", "knowledge", "history")), []).append(demo)
+    answer_fields = [name for name in item.model_fields if name != "claim"]
+    converted = []
+    for (reference, knowledge, history), group in groups.items():
+        fields: dict[str, Any] = {"reference": reference, "knowledge": knowledge}
+        if history is not None:
+            fields["history"] = history
+        fields["claims"] = number_claims([d["claim"] for d in group])
+        fields["verdicts"] = [item(claim=i, **{f: d[f] for f in answer_fields}) for i, d in enumerate(group, 1)]
+        converted.append(dspy.Example(**fields))
+    return converted
 
 
 def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
@@ -206,9 +234,11 @@ class StagedModule(dspy.Module):
             kwargs["signature"] = call.signature
         if self.zero_shot:
             kwargs["demos"] = []
+        elif call.demos is not None:
+            kwargs["demos"] = call.demos
         config: dict[str, Any] = {}
         if self.short_answer_tokens and call.stage != "decompose":
-            config["max_tokens"] = self.short_answer_tokens
+            config["max_tokens"] = self.short_answer_tokens * call.answers
         if attempt:
             # The unparseable answer sits in the cache: ask the model again past it.
             config["cache"] = False
@@ -261,6 +291,11 @@ class Vista(StagedModule):
         seed_background: start the knowledge store with ``Dialogue.background`` facts. Default True.
         check_contradictions: one extra call per judged turn asking whether it contradicts an earlier turn;
             a contradiction makes the turn hallucinated. Default False.
+        claim_calls: how the claims of a turn are judged: "per-claim" (one Verify call per claim, one Categorize
+            call per unverified claim; the paper's method), "batched" (one Verify call for all claims of the turn and
+            one Categorize call for all unverified ones), or "joint" (one call deciding VERIFIED or the category).
+            Batched answers are checked against the input claims; a claim missing from the answer falls back to
+            per-claim calls. Batched prompts reuse the per-claim instructions and demos.
         short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
             model that starts repeating itself stops early. None (default) keeps the LM's own limit; leave it None
             for reasoning models, whose hidden reasoning counts against the cap.
@@ -278,8 +313,11 @@ class Vista(StagedModule):
         seed_background: bool = True,
         check_contradictions: bool = False,
         short_answer_tokens: int | None = None,
+        claim_calls: ClaimCalls = "per-claim",
     ) -> None:
         super().__init__()
+        if claim_calls not in CLAIM_CALLS:
+            raise ValueError(f"claim_calls must be one of {', '.join(CLAIM_CALLS)}, not {claim_calls!r}")
         self.decompose = dspy.Predict(Decompose)
         self.verify = dspy.Predict(Verify)
         self.categorize = dspy.Predict(Categorize)
@@ -291,6 +329,7 @@ class Vista(StagedModule):
         self.seed_background = seed_background
         self.check_contradictions = check_contradictions
         self.short_answer_tokens = short_answer_tokens
+        self.claim_calls = claim_calls
         self.program_name = "unsaved"
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -319,6 +358,7 @@ class Vista(StagedModule):
             "seed_background": self.seed_background,
             "check_contradictions": self.check_contradictions,
             "short_answer_tokens": self.short_answer_tokens,
+            "claim_calls": self.claim_calls,
         }
 
     # ---- public entry points (forward / aforward come from StagedModule) --------------------------------------
@@ -409,20 +449,17 @@ class Vista(StagedModule):
             }
             if self.use_context:
                 evidence["history"] = history
-            batch = [StageCall("verify", self.verify, {**evidence, "claim": t}, verify_signature) for t in texts]
-            if self.check_contradictions:
-                batch.append(StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text}))
-            results = [account(call.stage, r) for call, r in zip(batch, (yield batch))]
-            verified = results[: len(texts)]
-            contradiction = self._contradiction(results[len(texts)]) if self.check_contradictions else None
-
-            # 3. Categorize the claims that were not verified.
-            pending = [i for i, r in enumerate(verified) if r.error is None and r.prediction.label != "VERIFIED"]
-            batch = [
-                StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, categorize_signature)
-                for i in pending
-            ]
-            categorized = dict(zip(pending, [account("categorize", r) for r in (yield batch)] if batch else []))
+            extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
+                     if self.check_contradictions else [])
+            if self.claim_calls == "joint" and texts:
+                verified, categorized, extra_results = yield from self._judge_jointly(
+                    texts, evidence, extra, verify_signature, categorize_signature, usage)
+            else:
+                verified, extra_results = yield from self._verify(texts, evidence, extra, verify_signature, usage)
+                # 3. Categorize the claims that were not verified.
+                pending = [i for i, r in enumerate(verified) if r.error is None and r.prediction.label != "VERIFIED"]
+                categorized = yield from self._categorize(texts, pending, evidence, categorize_signature, usage)
+            contradiction = self._contradiction(extra_results[0]) if self.check_contradictions else None
 
             claim_verdicts = [
                 self._claim_verdict(claim, verified[i], categorized.get(i)) for i, claim in enumerate(claims)
@@ -454,6 +491,113 @@ class Vista(StagedModule):
             )
 
         return self._verdict(dialogue, verdicts, usage, errors)
+
+    # ---- claims of one turn: per claim, or in one call with a per-claim fallback ------------------------------
+    def _verify(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
+                signature: type[dspy.Signature] | None, usage: Usage
+                ) -> Generator[list[StageCall], list[StageResult], tuple[list[StageResult], list[StageResult]]]:
+        """(one verify result per claim, results of the ``extra`` calls asked alongside)."""
+        single = [StageCall("verify", self.verify, {**evidence, "claim": t}, signature) for t in texts]
+        if self.claim_calls == "per-claim" or not texts:
+            results = [add_usage(usage, c.stage, r) for c, r in zip(single + extra, (yield single + extra))]
+            return results[: len(texts)], results[len(texts):]
+        call = self._batch_call("verify", self.verify, VerifiedClaim, texts, evidence, signature)
+        results = [add_usage(usage, c.stage, r) for c, r in zip([call] + extra, (yield [call] + extra))]
+        verified = yield from self._per_claim(results[0], "label", single, usage)
+        return verified, results[1:]
+
+    def _categorize(self, texts: list[str], pending: list[int], evidence: dict[str, str],
+                    signature: type[dspy.Signature] | None, usage: Usage
+                    ) -> Generator[list[StageCall], list[StageResult], dict[int, StageResult]]:
+        """{claim index: categorize result} for the ``pending`` (unverified) claims."""
+        single = [StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, signature) for i in pending]
+        if not pending:
+            return {}
+        if self.claim_calls == "per-claim":
+            results = [add_usage(usage, c.stage, r) for c, r in zip(single, (yield single))]
+        else:
+            call = self._batch_call("categorize", self.categorize, CategorizedClaim, [texts[i] for i in pending],
+                                    evidence, signature)
+            [result] = yield [call]
+            results = yield from self._per_claim(add_usage(usage, "categorize", result), "category", single, usage)
+        return dict(zip(pending, results))
+
+    def _judge_jointly(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
+                       verify_signature: type[dspy.Signature] | None,
+                       categorize_signature: type[dspy.Signature] | None, usage: Usage
+                       ) -> Generator[list[StageCall], list[StageResult],
+                                      tuple[list[StageResult], dict[int, StageResult], list[StageResult]]]:
+        """One call decides VERIFIED or the category of every claim; claims it misses take the two-stage path."""
+        call = self._batch_call("verify", self.verify, JudgedClaim, texts, evidence, verify_signature,
+                                instructions=joint_instructions(self.verify.signature, self.categorize.signature),
+                                demos=self._joint_demos())
+        results = [add_usage(usage, c.stage, r) for c, r in zip([call] + extra, (yield [call] + extra))]
+        answers = self._answers(results[0], len(texts))
+        verified: list[StageResult | None] = [None] * len(texts)
+        categorized: dict[int, StageResult] = {}
+        for i, item in answers.items():
+            verified[i] = StageResult(dspy.Prediction(label="VERIFIED" if item.category == "VERIFIED" else
+                                                      "UNVERIFIABLE", explanation=item.explanation), None)
+            if item.category != "VERIFIED":
+                categorized[i] = StageResult(dspy.Prediction(category=item.category, explanation=item.explanation),
+                                             None)
+        missing = [i for i in range(len(texts)) if verified[i] is None]
+        if missing:  # the two-stage path, claim by claim, for what the joint answer missed
+            calls = [StageCall("verify", self.verify, {**evidence, "claim": texts[i]}, verify_signature)
+                     for i in missing]
+            for i, call, result in zip(missing, calls, (yield calls)):
+                verified[i] = add_usage(usage, call.stage, result)
+            pending = [i for i in missing if verified[i].error is None and verified[i].prediction.label != "VERIFIED"]
+            calls = [StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, categorize_signature)
+                     for i in pending]
+            if calls:
+                for i, call, result in zip(pending, calls, (yield calls)):
+                    categorized[i] = add_usage(usage, call.stage, result)
+        return verified, categorized, results[1:]  # type: ignore[return-value]
+
+    def _batch_call(self, stage: Stage, predictor: dspy.Predict, item: type, texts: list[str],
+                    evidence: dict[str, str], signature: type[dspy.Signature] | None, *,
+                    instructions: str | None = None, demos: list[dspy.Example] | None = None) -> StageCall:
+        base = signature or predictor.signature
+        return StageCall(stage, predictor, {**evidence, "claims": number_claims(texts)},
+                         batched(base, item, instructions),
+                         demos=batch_demos(predictor.demos, item) if demos is None else demos, answers=len(texts))
+
+    def _joint_demos(self) -> list[dspy.Example]:
+        verified = [d for d in self.verify.demos if d.get("label") == "VERIFIED"]
+        as_joint = [{**dict(d), "category": "VERIFIED"} for d in verified] + [dict(d) for d in self.categorize.demos]
+        return batch_demos(as_joint, JudgedClaim)
+
+    @staticmethod
+    def _answers(result: StageResult, n: int) -> dict[int, Any]:
+        """{claim index: answer item} from a batched answer: numbers outside 1..n (invented claims) and repeated
+        numbers are ignored, so those claims count as missing."""
+        if result.error is not None:
+            return {}
+        answers: dict[int, Any] = {}
+        repeated: set[int] = set()
+        for item in result.prediction.verdicts or []:
+            if not 1 <= item.claim <= n:
+                continue
+            if item.claim - 1 in answers:
+                repeated.add(item.claim - 1)
+            answers[item.claim - 1] = item
+        return {i: a for i, a in answers.items() if i not in repeated}
+
+    def _per_claim(self, result: StageResult, field: str, single: list[StageCall], usage: Usage
+                   ) -> Generator[list[StageCall], list[StageResult], list[StageResult]]:
+        """Per-claim results from one batched answer; claims it misses are asked one by one."""
+        answers = self._answers(result, len(single))
+        results: list[StageResult | None] = [
+            StageResult(dspy.Prediction(**{field: getattr(a, field), "explanation": a.explanation}), None)
+            if (a := answers.get(i)) is not None else None for i in range(len(single))
+        ]
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            calls = [single[i] for i in missing]
+            for i, r in zip(missing, (yield calls)):
+                results[i] = add_usage(usage, single[i].stage, r)
+        return results  # type: ignore[return-value]
 
     @staticmethod
     def _claim_verdict(claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None) -> ClaimVerdict:

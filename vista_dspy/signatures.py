@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import dspy
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import BaseModel, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic_core import core_schema
 
 VerifyLabel = Literal["VERIFIED", "UNVERIFIABLE"]
@@ -134,6 +134,58 @@ def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     """
     index = list(signature.input_fields).index("claim")
     return signature.insert(index, "history", dspy.InputField(desc=HISTORY_FIELD_DESC), type_=str)
+
+
+# ---- all claims of a turn in one call ---------------------------------------------------------------------------
+class VerifiedClaim(BaseModel):
+    claim: int  # the claim's number in the list
+    explanation: str
+    label: VerifyLabel
+
+
+class CategorizedClaim(BaseModel):
+    claim: int
+    explanation: str
+    category: UnverifiableCategory
+
+
+class JudgedClaim(BaseModel):
+    claim: int
+    explanation: str
+    category: Literal["VERIFIED", "LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED"]
+
+
+BATCH_NOTE = """
+
+The claims come as a numbered list. Judge each one on its own, exactly as described above, and answer with one
+entry per claim, in the order given, each carrying the claim's number."""
+JOINT_NOTE = """
+
+A claim that is not VERIFIED is labelled instead with the category that says why, as follows.
+
+"""
+CLAIMS_DESC = "the claims to judge, numbered, one per line"
+
+
+def batched(signature: type[dspy.Signature], item: type[BaseModel], instructions: str | None = None
+            ) -> type[dspy.Signature]:
+    """The one-call-per-turn twin of a per-claim signature (possibly compiled, possibly +ctx): the same sources
+    and instructions, numbered claims in, one ``item`` per claim out."""
+    batch = signature
+    for name in ["claim", *signature.output_fields]:
+        batch = batch.delete(name)
+    batch = batch.append("claims", dspy.InputField(desc=CLAIMS_DESC), type_=str)
+    batch = batch.append("verdicts", dspy.OutputField(desc="one entry per claim, in order"), type_=list[item])
+    return batch.with_instructions((instructions or signature.instructions) + BATCH_NOTE)
+
+
+def joint_instructions(verify: type[dspy.Signature], categorize: type[dspy.Signature]) -> str:
+    """Verify's instructions followed by Categorize's: one call decides VERIFIED or the category."""
+    return verify.instructions + JOINT_NOTE + categorize.instructions
+
+
+def number_claims(claims: list[str]) -> str:
+    return "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, start=1))
 
 
 # ---- baselines ------------------------------------------------------------------------------------------------
