@@ -198,6 +198,7 @@ class FakeOpenAIServer:
         self.engine = engine or RuleEngine()
         self.injected: collections.Counter = collections.Counter()
         self.requests = 0
+        self.in_flight = self.max_in_flight = 0
         engine, server = self.engine, self
         rates = dict(faults or {})
         rng = random.Random(seed)
@@ -219,6 +220,16 @@ class FakeOpenAIServer:
                     pass  # the client gave up (timeout) before the answer
 
             def do_POST(self):
+                with lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with lock:
+                        server.in_flight -= 1
+
+            def _answer(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
                     server.requests += 1

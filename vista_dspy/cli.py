@@ -118,6 +118,10 @@ def evaluate(
                                                      "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with the "
                                                               "local model, 4 otherwise).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1, help="Run on asyncio: --threads dialogues at a "
+                                                                  "time, the claims of a turn in parallel, at most "
+                                                                  "N LM requests in flight (for rate-limited APIs "
+                                                                  "and multi-slot servers).")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")] = None,
     judge_given_claims: Annotated[bool, typer.Option(help="Judge the gold claims of annotated turns instead of "
                                                           "decomposing (claim accuracy).")] = False,
@@ -225,7 +229,7 @@ def evaluate(
         with server, progress:
             result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
                                     settings=settings, threads=threads, judge_given_claims=judge_given_claims,
-                                    on_done=on_done)
+                                    on_done=on_done, concurrency=concurrency)
             progress.update(task, completed=len(result.verdicts))
     except RunConflict as exc:
         raise fail(str(exc)) from None

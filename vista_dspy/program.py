@@ -9,6 +9,8 @@ usage) lives in that generator's locals, so one ``Vista`` instance can judge man
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +60,8 @@ from .signatures import (
 )
 
 SEED_PROGRAM = "seed"
+# A bound on LM requests in flight for the async driver (set by the runner's --concurrency); None = unbounded.
+IN_FLIGHT: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar("vista_in_flight", default=None)
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 # An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
@@ -266,7 +270,9 @@ class StagedModule(dspy.Module):
         with dspy.track_usage() as tracker:
             for attempt in range(1 + PARSE_RETRIES):
                 try:
-                    prediction, error = await call.predictor.acall(**self._kwargs(call, attempt)), None
+                    async with IN_FLIGHT.get() or contextlib.nullcontext():
+                        prediction = await call.predictor.acall(**self._kwargs(call, attempt))
+                    error = None
                     break
                 except FATAL_LM_ERRORS:
                     raise

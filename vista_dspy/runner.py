@@ -9,6 +9,7 @@ Output directory layout:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ import dspy
 from pydantic import ValidationError
 
 from . import scoring
-from .program import StagedModule
+from .program import IN_FLIGHT, StagedModule
 from .schema import Dialogue, DialogueVerdict
 
 VERDICTS = "verdicts.jsonl"
@@ -94,12 +95,16 @@ def evaluate(
     threads: int = 1,
     judge_given_claims: bool = False,
     on_done: Callable[[DialogueVerdict], None] | None = None,
+    concurrency: int | None = None,
 ) -> RunResult:
     """Judge ``dialogues`` with ``program`` and ``lm``; write and resume under ``out_dir`` when given.
 
     ``settings`` (any JSON-able dict describing the run) is stored in run.json; a rerun into the same directory
     must have the same settings and re-asks only the dialogues without a verdict. KeyboardInterrupt stops
     submitting work, keeps everything finished, and returns with ``interrupted=True``.
+
+    ``concurrency``: run on asyncio instead of threads: ``threads`` dialogues at a time, the claims of a turn
+    in parallel, and at most ``concurrency`` LM requests in flight overall.
     """
     adapter = adapter or dspy.JSONAdapter()
     done: dict[str, DialogueVerdict] = {}
@@ -127,6 +132,15 @@ def evaluate(
             on_done(verdict)
 
     interrupted = False
+    if concurrency is not None:
+        try:
+            asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency, record))
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if handle is not None:
+                handle.close()
+        return _result(dialogues, done, out_dir, resumed, interrupted)
     executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vista")
     try:
         queue = iter(todo)
@@ -151,6 +165,26 @@ def evaluate(
         if handle is not None:
             handle.close()
 
+    return _result(dialogues, done, out_dir, resumed, interrupted)
+
+
+async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy.BaseLM, adapter: dspy.Adapter,
+                       judge_given_claims: bool, dialogues_at_once: int, concurrency: int,
+                       record: Callable[[DialogueVerdict], None]) -> None:
+    IN_FLIGHT.set(asyncio.Semaphore(max(1, concurrency)))
+    queue = iter(todo)
+
+    async def worker() -> None:
+        for dialogue in queue:  # shared iterator: each dialogue is taken by exactly one worker
+            with dspy.context(lm=lm, adapter=adapter):
+                verdict = await (program.ajudge_claims(dialogue) if judge_given_claims else program.acall(dialogue))
+            record(verdict)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, dialogues_at_once))))
+
+
+def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], out_dir: Path | None, resumed: int,
+            interrupted: bool) -> RunResult:
     verdicts = [done[d.id] for d in dialogues if d.id in done]
     summary = scoring.summarize(verdicts)
     if out_dir is not None and not interrupted:
