@@ -275,3 +275,17 @@ class FakeOpenAIServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+if __name__ == "__main__":  # a fake server in its own process (benchmarks: no GIL shared with the client)
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(description="Serve FakeOpenAIServer until SIGTERM; prints its URL.")
+    parser.add_argument("--latency", type=float, default=0.0)
+    options = parser.parse_args()
+    with FakeOpenAIServer(latency=options.latency) as fake:
+        print(fake.url, flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.pause()

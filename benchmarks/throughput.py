@@ -1,0 +1,150 @@
+"""Throughput and cost of the judging modes, side by side in one run.
+
+Part 1 (always): against a fake OpenAI-compatible server (stdlib, rule-based answers, fixed latency per request)
+on the dev file's dialogues:
+  (a) the reference call pattern: sequential, one call per claim and stage (per-claim, 1 thread, no concurrency)
+  (b) per-claim judging with the claims of a turn and the dialogues in parallel (--concurrency)
+  (c) batched judging (one Verify and one Categorize call per turn), same concurrency
+  (d) joint judging (one call per turn for both), same concurrency
+For each: LM calls and prompt tokens per judged turn, wall time, speed-up over (a), and the ratio to the ideal
+bound max(longest chain of dependent calls, calls / concurrency) x latency.
+
+Part 2 (--local N): the embedded local model judges the human claims of the first N judged dev turns per-claim,
+batched and joint: seconds and calls per turn, claim accuracy and macro-F1 against the annotators.
+
+    python benchmarks/throughput.py                       # part 1 (about 2 minutes)
+    python benchmarks/throughput.py --local 10 --skip-fake  # part 2 only (about 15 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
+
+import dspy  # noqa: E402
+
+from vista_dspy import scoring  # noqa: E402
+from vista_dspy.data import load_dialogues  # noqa: E402
+from vista_dspy.models import ModelConfig  # noqa: E402
+from vista_dspy.program import Vista  # noqa: E402
+from vista_dspy.runner import evaluate  # noqa: E402
+
+DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
+
+
+def chain_length(dialogue, verdict) -> int:
+    """Rounds of dependent calls: turns run in order; within a judged turn Decompose -> Verify -> (Categorize)."""
+    judged = {t.turn_index: t for t in verdict.turns}
+    rounds = 0
+    for index, turn in enumerate(dialogue.turns):
+        if turn.role != "assistant":
+            continue
+        if index not in judged:
+            rounds += 1  # a background turn: Decompose only
+            continue
+        claims = judged[index].claims
+        rounds += 1 + (1 if claims else 0) + (1 if any(c.stage == "categorize" for c in claims) else 0)
+    return rounds
+
+
+@contextlib.contextmanager
+def fake_server(latency: float):
+    """The tests' fake server in a process of its own, so that its work does not share the client's GIL."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py"), "--latency", str(latency)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def fake_part(dialogues, latency: float, concurrency: int) -> None:
+    rows = []
+    with fake_server(latency) as url:
+        config = ModelConfig(model="openai/fake", api_base=url, num_retries=0, cache=False)
+        runs = [("(a) reference pattern", "per-claim", None, 1), ("(b) per-claim, concurrent", "per-claim",
+                concurrency, concurrency), ("(c) batched, concurrent", "batched", concurrency, concurrency),
+                ("(d) joint, concurrent", "joint", concurrency, concurrency)]
+        for name, mode, limit, at_once in runs:
+            program = Vista.from_program(None, claim_calls=mode)
+            started = time.perf_counter()
+            result = evaluate(dialogues, program, config.build(), threads=at_once, concurrency=limit)
+            seconds = time.perf_counter() - started
+            summary = result.summary
+            calls = summary["usage"]["total"]["calls"]
+            turns = summary["judged_turns"]
+            chain = max(chain_length(d, v) for d, v in zip(dialogues, result.verdicts))
+            ideal = max(chain, calls / (limit or 1)) * latency
+            rows.append((name, calls, calls / turns, summary["usage"]["total"]["prompt_tokens"] / turns, seconds,
+                         ideal, turns))
+    base_calls, base_seconds = rows[0][1], rows[0][4]
+    print(f"\nfake server, {latency * 1000:.0f} ms per request, {len(dialogues)} dialogues, {rows[0][6]} judged turns,"
+          f" concurrency {concurrency}")
+    print(f"{'run':<28}{'calls':>7}{'calls/turn':>12}{'x ref calls':>12}{'prompt tok/turn':>17}{'wall s':>9}"
+          f"{'speed-up':>10}{'x ideal':>9}")
+    for name, calls, per_turn, tokens, seconds, ideal, _ in rows:
+        print(f"{name:<28}{calls:>7}{per_turn:>12.2f}{calls / base_calls:>12.2f}{tokens:>17.0f}{seconds:>9.1f}"
+              f"{base_seconds / seconds:>10.1f}{seconds / ideal:>9.2f}")
+
+
+def local_part(dialogues, turns: int) -> None:
+    from vista_dspy.local import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config, resolve_gguf
+
+    chosen, count = [], 0
+    for dialogue in dialogues:
+        if count >= turns:
+            break
+        chosen.append(dialogue)
+        count += len(dialogue.judged_turns)
+    settings = ServerSettings(gguf=resolve_gguf(None))
+    config = local_model_config(settings, cache=False)
+    rows = []
+    with LocalServer(settings):
+        for mode in ("per-claim", "batched", "joint"):
+            program = Vista.from_program(None, claim_calls=mode, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+            started = time.perf_counter()
+            result = evaluate(chosen, program, config.build(), adapter=dspy.JSONAdapter(), judge_given_claims=True)
+            seconds = time.perf_counter() - started
+            summary = result.summary
+            judged = summary["judged_turns"]
+            claim = summary["claim_metrics"]
+            turn = summary["turn_metrics"]
+            rows.append((mode, seconds / judged, summary["usage"]["total"]["calls"] / judged, claim["accuracy"],
+                         claim["macro_f1"], claim["errors"], turn["accuracy"], judged, claim["claims"]))
+            print(f"  {mode}: {seconds:.0f} s", flush=True)
+    print(f"\nlocal model (Qwen2.5-Coder-1.5B Q4_K_M), human claims of {rows[0][7]} judged dev turns "
+          f"({rows[0][8]} claims)")
+    print(f"{'mode':<12}{'s/turn':>8}{'calls/turn':>12}{'claim acc':>11}{'macro-F1':>10}{'errors':>8}{'turn acc':>10}")
+    for mode, per_turn, calls, accuracy, macro, errors, turn_accuracy, _, _ in rows:
+        print(f"{mode:<12}{per_turn:>8.1f}{calls:>12.2f}{accuracy:>11.3f}{macro:>10.3f}{errors:>8}"
+              f"{turn_accuracy:>10.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.1, help="seconds per fake request (default 0.1)")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--dialogues", type=int, default=70, help="dev dialogues for part 1 (default: all 70)")
+    parser.add_argument("--local", type=int, default=0, metavar="N", help="part 2 on the first N judged turns")
+    parser.add_argument("--skip-fake", action="store_true", help="skip part 1")
+    args = parser.parse_args()
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    dialogues = load_dialogues(DEV)
+    if not args.skip_fake:
+        fake_part(dialogues[: args.dialogues], args.latency, args.concurrency)
+    if args.local:
+        local_part(dialogues, args.local)
+
+
+if __name__ == "__main__":
+    main()
