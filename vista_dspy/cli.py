@@ -63,6 +63,25 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
+@contextlib.contextmanager
+def _run_errors(*input_errors: type[Exception]):
+    """Failures of a run as one-line messages: bad input or settings exit 2, an unusable model or server 1."""
+    from dspy.utils.exceptions import LMError
+
+    from .data import InputError
+    from .local import LocalServerError
+    from .runner import RunConflict
+
+    try:
+        yield
+    except (InputError, RunConflict, *input_errors) as exc:
+        raise fail(str(exc)) from None
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
+
+
 @dataclass
 class _ModelSetup:
     config: "ModelConfig"
@@ -155,15 +174,14 @@ def evaluate(
     json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
-    from dspy.utils.exceptions import LMError
 
     from .baselines import SYSTEMS
     from .data import InputError, load_dialogues
-    from .local import LocalServerError, ModelNotFound
+    from .local import ModelNotFound
     from .models import use_cache_for
     from .program import Vista, program_for_model
     from .report import print_summary, print_verdict
-    from .runner import RUN, SUMMARY, VERDICTS, RunConflict, evaluate as run_evaluation, run_settings
+    from .runner import RUN, SUMMARY, VERDICTS, evaluate as run_evaluation, run_settings
 
     console = Console(stderr=json_summary)
     try:
@@ -225,18 +243,11 @@ def evaluate(
         progress.update(task, advance=1,
                         description=f"judging ({stats['turns']}/{turns_total} turns, {stats['errors']} errors)")
 
-    try:
-        with server, progress:
-            result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
-                                    settings=settings, threads=threads, judge_given_claims=judge_given_claims,
-                                    on_done=on_done, concurrency=concurrency)
-            progress.update(task, completed=len(result.verdicts))
-    except RunConflict as exc:
-        raise fail(str(exc)) from None
-    except LMError as exc:
-        raise fail(f"the model cannot be used: {exc}", code=1) from None
-    except LocalServerError as exc:
-        raise fail(str(exc), code=1) from None
+    with _run_errors(), server, progress:
+        result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
+                                settings=settings, threads=threads, judge_given_claims=judge_given_claims,
+                                on_done=on_done, concurrency=concurrency)
+        progress.update(task, completed=len(result.verdicts))
 
     if result.resumed:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}")
@@ -290,13 +301,10 @@ def benchmark(
     """Run the paper's comparisons with one LM: every system (and ablation) on the same seeded sample of every
     dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
     and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
-    from dspy.utils.exceptions import LMError
 
     from .bench import Plan, default_data_dir, markdown, parse_datasets, run_benchmark, system_names
-    from .data import InputError
-    from .local import LocalServerError, ModelNotFound
+    from .local import ModelNotFound
     from .models import use_cache_for
-    from .runner import RunConflict
 
     try:
         chosen = parse_datasets(datasets, data_dir or default_data_dir())
@@ -335,19 +343,10 @@ def benchmark(
     def on_done(verdict) -> None:
         progress.update(state["task"], advance=1)
 
-    try:
-        with lm_setup.server, progress:
-            result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
-                                   short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
-                                   on_done=on_done, loaded=loaded)
-    except (InputError, ValueError, FileNotFoundError, KeyError) as exc:
-        raise fail(str(exc)) from None
-    except RunConflict as exc:
-        raise fail(str(exc)) from None
-    except LMError as exc:
-        raise fail(f"the model cannot be used: {exc}", code=1) from None
-    except LocalServerError as exc:
-        raise fail(str(exc), code=1) from None
+    with _run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
+        result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
+                               short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
+                               on_done=on_done, loaded=loaded)
     sys.stdout.write(markdown(result.tables))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
@@ -472,11 +471,10 @@ def compile_command(
 ) -> None:
     """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
     on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
-    from dspy.utils.exceptions import LMError
 
     from .bench import default_data_dir, parse_datasets
     from .data import InputError
-    from .local import LocalServerError, ModelNotFound
+    from .local import ModelNotFound
     from .models import program_name_for, use_cache_for
     from .optimize import OPTIMIZERS, compile_program, parse_demos, save_compiled
 
@@ -504,19 +502,12 @@ def compile_command(
     from .program import Vista
 
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
-    try:
-        with lm_setup.server, dspy_context(config):
-            result = compile_program(
-                train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
-                given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
-                describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
-                log=lambda message: err.print(message, highlight=False))
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    except LMError as exc:
-        raise fail(f"the model cannot be used: {exc}", code=1) from None
-    except LocalServerError as exc:
-        raise fail(str(exc), code=1) from None
+    with _run_errors(ValueError), lm_setup.server, dspy_context(config):
+        result = compile_program(
+            train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
+            given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+            describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
+            log=lambda message: err.print(message, highlight=False))
     path = save_compiled(result, name, out_dir)
     scores = result.metadata["dev_score"]
     err.print(f"dev agreement: {scores['base_program']} {scores['base']['agreement']:.3f} -> compiled "
@@ -560,11 +551,10 @@ def study(
     (json / chat) and VISTA+ctx, each trial scored on dev. Prints the best trial, every trial and optuna's
     parameter importances; --apply saves the best program."""
     import optuna
-    from dspy.utils.exceptions import LMError
 
     from .bench import default_data_dir, parse_datasets
     from .data import InputError
-    from .local import LocalServerError, ModelNotFound
+    from .local import ModelNotFound
     from .models import program_name_for, use_cache_for
     from .optimize import CompileResult, compile_metadata, program_from_params, run_study, save_compiled, study_tables
     from .program import Vista
@@ -583,16 +573,11 @@ def study(
     adapters = ("json",) if model in (None, "local") else ("json", "chat")
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        with lm_setup.server, dspy_context(config):
-            found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
-                                          study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
-                                          given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
-                                          log=lambda message: err.print(message, highlight=False))
-    except LMError as exc:
-        raise fail(f"the model cannot be used: {exc}", code=1) from None
-    except LocalServerError as exc:
-        raise fail(str(exc), code=1) from None
+    with _run_errors(), lm_setup.server, dspy_context(config):
+        found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
+                                      study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
+                                      given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+                                      log=lambda message: err.print(message, highlight=False))
     frame, importances = study_tables(found)
     console = Console()
     console.print(frame.to_string(index=False), highlight=False, soft_wrap=True)
