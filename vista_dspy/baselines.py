@@ -75,7 +75,8 @@ class FActScore(StagedModule):
         self.program_name = "factscore" if split_sentences else "factscore-nosplit"
 
     def options(self) -> dict[str, Any]:
-        return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot}
+        return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot,
+                "short_answer_tokens": self.short_answer_tokens}
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []
@@ -125,7 +126,7 @@ class LLMJudge(StagedModule):
         self.program_name = "judge"
 
     def options(self) -> dict[str, Any]:
-        return {"zero_shot": self.zero_shot}
+        return {"zero_shot": self.zero_shot, "short_answer_tokens": self.short_answer_tokens}
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []
@@ -158,3 +159,20 @@ SYSTEMS = {
     "factscore-nosplit": lambda **kw: FActScore(split_sentences=False, **kw),
     "judge": lambda **kw: LLMJudge(**kw),
 }
+
+
+def judge_spec(judge: StagedModule) -> dict[str, Any]:
+    """What rebuilds ``judge`` in another process (a Ray worker): its class, saved program and options; no LM."""
+    return {"kind": type(judge).__name__, "program": judge.program_name, "options": judge.options()}
+
+
+def build_judge(spec: dict[str, Any]) -> StagedModule:
+    """The judge a ``judge_spec`` describes (a Vista loads its saved program by name or path)."""
+    from .program import Vista
+
+    if spec["kind"] == "Vista":
+        return Vista.from_program(spec["program"], **spec["options"])
+    kinds: dict[str, type[StagedModule]] = {"FActScore": FActScore, "LLMJudge": LLMJudge}
+    if spec["kind"] not in kinds:
+        raise ValueError(f"unknown judge kind {spec['kind']!r}")
+    return kinds[spec["kind"]](**spec["options"])

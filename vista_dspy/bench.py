@@ -156,11 +156,13 @@ def run_benchmark(
     on_start: Callable[[str, str, int], None] | None = None,
     on_done: Callable[[DialogueVerdict], None] | None = None,
     loaded: Callable[[str, list[Dialogue]], None] | None = None,
+    remote: Any = None,
 ) -> BenchmarkResult:
     """Run every system of ``plan`` on every dataset (dataset by dataset) and write the tables.
 
     Each (dataset, system) pair is an ordinary resumable run under ``runs/``; a rerun of the same plan judges only
     what is missing. KeyboardInterrupt keeps what is finished and returns with ``interrupted=True``.
+    ``remote``: a ``distributed.RayBackend`` to run every (dataset, system) pair on.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
@@ -180,7 +182,7 @@ def run_benchmark(
                 on_start(dataset, system, len(dialogues))
             started = time.perf_counter()
             result = evaluate(dialogues, judge, lm, adapter=adapter, out_dir=run_dir, settings=settings,
-                              threads=plan.threads, on_done=on_done)
+                              threads=plan.threads, on_done=on_done, remote=remote)
             _add_timing(run_dir, time.perf_counter() - started, len(result.verdicts) - result.resumed)
             runs[dataset, system] = result
             if result.interrupted:

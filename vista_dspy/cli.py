@@ -38,6 +38,11 @@ class System(str, Enum):
     judge = "judge"
 
 
+class Backend(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 class ClaimCalls(str, Enum):
     per_claim = "per-claim"
     batched = "batched"
@@ -69,12 +74,13 @@ def _run_errors(*input_errors: type[Exception]):
     from dspy.utils.exceptions import LMError
 
     from .data import InputError
+    from .distributed import BackendUnavailable
     from .local import LocalServerError
     from .runner import RunConflict
 
     try:
         yield
-    except (InputError, RunConflict, *input_errors) as exc:
+    except (InputError, RunConflict, BackendUnavailable, *input_errors) as exc:
         raise fail(str(exc)) from None
     except LMError as exc:
         raise fail(f"the model cannot be used: {exc}", code=1) from None
@@ -97,6 +103,7 @@ def _model_setup(console: Console, model: str | None, *, api_base: str | None, g
     from .local import LocalServer, ServerSettings, local_model_config, resolve_gguf
     from .models import MODELS, ModelConfig
 
+    api_base = api_base.split(",")[0].strip() if api_base else None  # several: spread by --backend ray
     if model in (None, "local"):
         if model is None:
             console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
@@ -137,6 +144,12 @@ def evaluate(
                                                      "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with the "
                                                               "local model, 4 otherwise).")] = None,
+    backend: Annotated[Backend, typer.Option(help="local (threads or asyncio in this process) or ray (a pool of "
+                                                  "Ray workers, each with its own LM client; --api-base may list "
+                                                  "several endpoints, spread over the workers).")] = Backend.local,
+    address: Annotated[Optional[str], typer.Option(help="With --backend ray: 'auto' (a running cluster), "
+                                                        "ray://HOST:10001, or none to start Ray here.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="With --backend ray: worker actors.")] = 2,
     concurrency: Annotated[Optional[int], typer.Option(min=1, help="Run on asyncio: --threads dialogues at a "
                                                                   "time, the claims of a turn in parallel, at most "
                                                                   "N LM requests in flight (for rate-limited APIs "
@@ -243,10 +256,11 @@ def evaluate(
         progress.update(task, advance=1,
                         description=f"judging ({stats['turns']}/{turns_total} turns, {stats['errors']} errors)")
 
+    remote = _ray_backend(backend, config, address, workers, api_base)
     with _run_errors(), server, progress:
         result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
                                 settings=settings, threads=threads, judge_given_claims=judge_given_claims,
-                                on_done=on_done, concurrency=concurrency)
+                                on_done=on_done, concurrency=concurrency, remote=remote)
         progress.update(task, completed=len(result.verdicts))
 
     if result.resumed:
@@ -297,6 +311,9 @@ def benchmark(
                                                               "for most).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
+    backend: Annotated[Backend, typer.Option(help="local, or ray (as for `vista evaluate`).")] = Backend.local,
+    address: Annotated[Optional[str], typer.Option(help="With --backend ray: the cluster address.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="With --backend ray: worker actors.")] = 2,
 ) -> None:
     """Run the paper's comparisons with one LM: every system (and ablation) on the same seeded sample of every
     dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
@@ -346,7 +363,8 @@ def benchmark(
     with _run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
         result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
                                short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
-                               on_done=on_done, loaded=loaded)
+                               on_done=on_done, loaded=loaded,
+                               remote=_ray_backend(backend, config, address, workers, api_base))
     sys.stdout.write(markdown(result.tables))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
@@ -601,6 +619,17 @@ def study(
                                                                      else [])
         err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
                   highlight=False)
+
+
+def _ray_backend(backend: Backend, config: ModelConfig, address: str | None, workers: int,
+                 api_base: str | None):
+    """The Ray backend for --backend ray (endpoints from a comma-separated --api-base), else None."""
+    if backend is not Backend.ray:
+        return None
+    from .distributed import RayBackend
+
+    bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
+    return RayBackend(config, workers=workers, address=address, api_bases=bases)
 
 
 def _fraction(value: float | None) -> str:

@@ -16,13 +16,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 from pydantic import ValidationError
 
 from . import scoring
 from .program import IN_FLIGHT, StagedModule
+
+if TYPE_CHECKING:
+    from .distributed import RayBackend
 from .schema import Dialogue, DialogueVerdict
 
 VERDICTS = "verdicts.jsonl"
@@ -96,6 +99,7 @@ def evaluate(
     judge_given_claims: bool = False,
     on_done: Callable[[DialogueVerdict], None] | None = None,
     concurrency: int | None = None,
+    remote: RayBackend | None = None,
 ) -> RunResult:
     """Judge ``dialogues`` with ``program`` and ``lm``; write and resume under ``out_dir`` when given.
 
@@ -105,6 +109,8 @@ def evaluate(
 
     ``concurrency``: run on asyncio instead of threads: ``threads`` dialogues at a time, the claims of a turn
     in parallel, and at most ``concurrency`` LM requests in flight overall.
+    ``remote``: run on a Ray cluster instead (``lm`` is then rebuilt by every worker from the backend's model
+    configuration, and ``program`` from its spec).
     """
     adapter = adapter or dspy.JSONAdapter()
     done: dict[str, DialogueVerdict] = {}
@@ -132,6 +138,17 @@ def evaluate(
             on_done(verdict)
 
     interrupted = False
+    if remote is not None:
+        from .baselines import judge_spec
+
+        try:
+            remote.run(todo, judge_spec(program), judge_given_claims, record)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if handle is not None:
+                handle.close()
+        return _result(dialogues, done, out_dir, resumed, interrupted)
     if concurrency is not None:
         try:
             asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency, record))

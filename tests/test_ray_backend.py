@@ -1,0 +1,112 @@
+"""The Ray backend on a local Ray instance against the fake OpenAI-compatible server: the same verdicts as the
+local backend, two endpoints spread over the workers, and a worker killed mid-run retried without duplicates."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from fakes import FakeOpenAIServer
+from vista_dspy.data import load_dialogues
+from vista_dspy.models import ModelConfig
+from vista_dspy.program import Vista
+from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception as exc:  # noqa: BLE001 - e.g. no shared memory in a sandbox
+        pytest.skip(f"Ray cannot start here: {exc}")
+    yield
+    ray.shutdown()
+
+
+def comparable(verdicts):
+    return [v.model_dump(exclude={"usage"}) for v in verdicts]
+
+
+def test_ray_gives_the_local_verdicts_and_spreads_endpoints(tmp_path, dev_file, local_ray):
+    from vista_dspy.distributed import RayBackend
+
+    dialogues = load_dialogues(dev_file)[:20]
+    program = Vista.from_program(None)
+    with FakeOpenAIServer() as first, FakeOpenAIServer() as second:
+        config = ModelConfig(model="openai/fake", api_base=first.url, num_retries=0, cache=False)
+        local = evaluate(dialogues, program, config.build(), threads=2)
+        backend = RayBackend(config, workers=2, api_bases=[first.url, second.url])
+        before = first.requests
+        remote = evaluate(dialogues, program, None, out_dir=tmp_path, remote=backend)
+        assert first.requests > before and second.requests > 0  # both endpoints served
+    assert comparable(remote.verdicts) == comparable(local.verdicts)
+    assert [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)] != []
+    assert remote.summary["judged_turns"] == local.summary["judged_turns"]
+
+
+def test_a_killed_worker_is_retried_and_nothing_is_written_twice(tmp_path, dev_file, local_ray):
+    from vista_dspy.distributed import RayBackend
+
+    dialogues = load_dialogues(dev_file)[:20]
+    with FakeOpenAIServer(latency=0.05) as server:
+        config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=0, cache=False)
+        killed = []
+
+        def kill_a_worker():
+            # Wait until the actors are busy, then SIGKILL one of their processes.
+            deadline = time.time() + 60
+            while time.time() < deadline and server.requests < 20:
+                time.sleep(0.05)
+            # Ray names an actor's process after its class.
+            found = subprocess.run(["pgrep", "-f", "ray::JudgeActor"], capture_output=True, text=True).stdout.split()
+            if found:
+                os.kill(int(found[0]), signal.SIGKILL)
+                killed.append(int(found[0]))
+
+        killer = threading.Thread(target=kill_a_worker)
+        killer.start()
+        result = evaluate(dialogues, Vista.from_program(None), None, out_dir=tmp_path,
+                          remote=RayBackend(config, workers=2))
+        killer.join()
+    assert killed, "no worker was killed"
+    ids = [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)]
+    assert sorted(ids) == sorted(d.id for d in dialogues) and len(ids) == len(set(ids))
+    assert not result.interrupted and len(result.verdicts) == 20
+
+
+def test_cli_backend_ray_over_two_endpoints(tmp_path, dev_file, local_ray):
+    from typer.testing import CliRunner
+
+    from vista_dspy.cli import app
+
+    with FakeOpenAIServer() as first, FakeOpenAIServer() as second:
+        result = CliRunner().invoke(app, [
+            "evaluate", str(dev_file), "--model", "openai/fake", "--api-base", f"{first.url},{second.url}",
+            "--backend", "ray", "--workers", "2", "--limit", "6", "--out", str(tmp_path), "--no-cache", "--json"])
+        assert result.exit_code == 0, result.output
+        assert first.requests > 0 and second.requests > 0
+    assert len(read_verdicts(tmp_path / VERDICTS)) == 6
+
+
+def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
+    import builtins
+
+    from vista_dspy.distributed import BackendUnavailable, import_ray
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray":
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(BackendUnavailable, match=r"pip install 'vista-dspy\[ray\]'"):
+        import_ray()
