@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
 
 import dspy  # noqa: E402
 
-from vista_dspy import scoring  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
