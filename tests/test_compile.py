@@ -211,3 +211,17 @@ def test_mipro_wrapped_with_per_predictor_budgets(dialogues):
     assert incomplete_demos(program) == []
     assert any(stage == "generic" for stage, _ in engine.requests)  # instructions were proposed by the LM
     assert len(program.contradiction.demos) == len(Vista.from_program(None).contradiction.demos)
+
+
+def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
+    from vista_dspy.optimize import Pool, install
+
+    base = Vista.from_program(None)
+    pool = Pool()
+    pool.add("verify", "VERIFIED", dspy.Example(reference="r", knowledge="k", claim="c", explanation="e",
+                                                label="VERIFIED"))
+    program = install(base, pool.pick({"verify": 3, "categorize": 2}, 0), {"verify": 3, "categorize": 2},
+                      top_up=base)
+    assert len(program.verify.demos) == 3 and program.verify.demos[0].claim == "c"
+    assert program.verify.demos[1:] == base.verify.demos[:2]
+    assert program.categorize.demos == base.categorize.demos[:2]

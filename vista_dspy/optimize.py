@@ -3,6 +3,8 @@ compiled program on dev dialogues with the same metric, and save the program wit
 
 Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own):
 
+Every optimizer fills a predictor whose pool is too thin for its budget with the base program's own demos.
+
 - ``labeled``: Decompose demos are human claim lists of annotated turns (VISTA's format). Verify and Categorize
   demos are human-labelled claims judged by the seed program, kept only where the model's answer agrees with the
   annotators; the explanation is the model's own, so every demo is complete. Stratified by label / category.
@@ -200,11 +202,18 @@ def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | No
     return pool
 
 
-def install(program: Vista, demos: dict[str, list[dspy.Example]]) -> Vista:
-    """A copy of ``program`` with these predictors' demos replaced (the others keep theirs)."""
+def install(program: Vista, demos: dict[str, list[dspy.Example]], budgets: dict[str, int] | None = None,
+            top_up: Vista | None = None) -> Vista:
+    """A copy of ``program`` with these predictors' demos replaced (the others keep theirs). With ``top_up``, a
+    predictor given fewer than ``budgets[name]`` demos is filled up with ``top_up``'s own (the seed's
+    hand-written demos), so that a thin pool never leaves a stage with fewer demos than it started with."""
     compiled = program.deepcopy()
     for name, chosen in demos.items():
-        getattr(compiled, name).demos = list(chosen)
+        chosen = list(chosen)
+        if top_up is not None and budgets is not None:
+            missing = budgets.get(name, 0) - len(chosen)
+            chosen += [d for d in getattr(top_up, name).demos if d not in chosen][: max(0, missing)]
+        getattr(compiled, name).demos = chosen
     return compiled
 
 
@@ -271,7 +280,7 @@ def compile_program(
         student = base.deepcopy()
         compiled = teleprompter.compile(student, teacher=base.deepcopy(), trainset=examples(train))
         kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
-        compiled = install(base, kept)
+        compiled = install(base, kept, budgets, top_up=base)
     elif optimizer == "mipro":
         teleprompter = dspy.MIPROv2(metric=meter.wrap(agreement), auto=None, num_candidates=budget,
                                     max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
@@ -282,17 +291,17 @@ def compile_program(
         kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
         # Predictors outside the budgets (the contradiction check) keep the base program's demos.
         kept.update({name: list(p.demos) for name, p in base.named_predictors() if name not in budgets})
-        compiled = install(optimized, kept)
+        compiled = install(optimized, kept, budgets, top_up=base)
     else:
         pool = labeled_pool(base, train, meter=meter,
                             on_dialogue=lambda d: log(f"  judged human claims of {d.id}"))
         log(f"demo pool: {pool.sizes()}")
         if optimizer == "labeled":
-            compiled = install(base, pool.pick(budgets, seed))
+            compiled = install(base, pool.pick(budgets, seed), budgets, top_up=base)
         else:
             best, best_score = base, seed_score
             for trial in range(budget):
-                candidate = install(base, pool.pick(budgets, seed + trial))
+                candidate = install(base, pool.pick(budgets, seed + trial), budgets, top_up=base)
                 value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter)
                 candidates.append({"seed": seed + trial, **value.as_dict()})
                 log(f"  candidate {trial} (seed {seed + trial}): {value.as_dict()}")
@@ -357,7 +366,7 @@ STUDY_MAX_DEMOS: dict[str, int] = {"decompose": 8, "verify": 8, "categorize": 12
 def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tuple[Vista, str]:
     """The program and adapter name a study trial's parameters describe."""
     budgets = {name: params[f"demos_{name}"] for name in DEFAULT_DEMOS}
-    program = install(base, pool.pick(budgets, params["selection_seed"]))
+    program = install(base, pool.pick(budgets, params["selection_seed"]), budgets, top_up=base)
     program.use_context = params["context"]
     return program, params["adapter"]
 
