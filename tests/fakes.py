@@ -55,6 +55,8 @@ class RuleEngine:
             self.requests.append((stage, inputs))
             self.message_counts.append(n_messages)
         answer = self.generic(system) if stage == "generic" else getattr(self, stage)(inputs)
+        if isinstance(answer, dict) and "`reasoning`" in system.split("Your output fields are:", 1)[-1]:
+            answer = {"reasoning": "Step by step, by the rules.", **answer}  # chain-of-thought stages
         return answer if isinstance(answer, str) else json.dumps(answer)
 
     def stream(self, request):  # pragma: no cover - not used

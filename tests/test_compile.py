@@ -168,10 +168,11 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
         more, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=3, storage=storage, study_name="t")
         assert len(more.trials) == 3
     frame, _ = study_tables(more)
-    assert len(frame) == 3 and {"value", "params_demos_verify", "params_context"} <= set(frame.columns)
+    assert len(frame) == 3 and {"value", "params_demos_verify", "params_context", "params_cot_verify"} <= set(frame.columns)
     program, adapter = program_from_params(base, pool, more.best_params)
     assert len(program.verify.demos) == min(more.best_params["demos_verify"], pool.sizes()["verify"])
     assert program.use_context == more.best_params["context"] and adapter in ("json", "chat")
+    assert ("verify" in program.reasoning) == more.best_params["cot_verify"]
 
 
 def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):

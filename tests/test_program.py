@@ -295,3 +295,15 @@ def test_an_unparseable_batched_answer_falls_back_to_per_claim_calls():
 def test_claim_calls_is_validated():
     with pytest.raises(ValueError, match="claim_calls must be one of"):
         Vista(claim_calls="all-at-once")
+
+
+def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
+    reference, _ = run(MANY)
+    verdict, engine = run(MANY, reasoning=["verify", "categorize"])
+    assert [categories(t) for t in verdict.turns] == [categories(t) for t in reference.turns]
+    assert verdict.options["reasoning"] == ["verify", "categorize"]
+    program = Vista(reasoning=["decompose"])
+    assert "reasoning" in program._signature("decompose", program.decompose.signature, history=False).output_fields
+    assert program._signature("verify", program.verify.signature, history=False) is None
+    with pytest.raises(ValueError, match="reasoning applies to"):
+        Vista(reasoning=["judge"])

@@ -172,6 +172,8 @@ def evaluate(
                                                          "one Verify and one Categorize call per turn; joint: one "
                                                          "call per turn for both. Claims a batched answer misses "
                                                          "are asked one by one.")] = ClaimCalls.per_claim,
+    reasoning: Annotated[str, typer.Option(help="Stages run as chain of thought (a reasoning output first), "
+                                                "comma-separated: decompose, verify, categorize.")] = "",
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
                                                   "always uses json, with a server-enforced schema).")] = Adapter.json,
     temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the model's; 0 "
@@ -227,6 +229,7 @@ def evaluate(
                                        history_in_decompose=history, zero_shot=zero_shot,
                                        seed_background=background, check_contradictions=contradiction_check,
                                        claim_calls=claim_calls.value,
+                                       reasoning=[r.strip() for r in reasoning.split(",") if r.strip()],
                                        short_answer_tokens=short_answer_tokens)
         except (FileNotFoundError, KeyError, ValueError) as exc:
             raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
@@ -566,7 +569,7 @@ def study(
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
 ) -> None:
     """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
-    (json / chat) and VISTA+ctx, each trial scored on dev. Prints the best trial, every trial and optuna's
+    (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best trial, every trial and optuna's
     parameter importances; --apply saves the best program."""
     import optuna
 
@@ -611,12 +614,13 @@ def study(
                                "params": best.params, "seed": seed, "given_claims": given_claims},
             train_set, dev_set, describe={"model": config.model, "model_name": name, "train": train_info,
                                           "dev": dev_info},
-            dev_score={"compiled": {"agreement": best.value,
-                                    "turn_accuracy": best.user_attrs.get("turn_accuracy")}}, options={"use_context": best.params["context"],
-                                                                "adapter": adapter})
+            dev_score={"compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
+            options={"use_context": best.params["context"], "adapter": adapter, "reasoning": list(program.reasoning)})
         path = save_compiled(CompileResult(program, metadata), name, out_dir)
         flags = (["--context"] if best.params["context"] else []) + ([f"--adapter {adapter}"] if adapter != "json"
                                                                      else [])
+        if program.reasoning:
+            flags.append(f"--reasoning {','.join(program.reasoning)}")
         err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
                   highlight=False)
 

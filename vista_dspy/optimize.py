@@ -33,7 +33,7 @@ from typing import Any
 
 import dspy
 
-from .program import SEED_PROGRAM, Vista, compiled_dir
+from .program import REASONING_STAGES, SEED_PROGRAM, Vista, compiled_dir
 from .schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
 
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
@@ -368,6 +368,7 @@ def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tupl
     budgets = {name: params[f"demos_{name}"] for name in DEFAULT_DEMOS}
     program = install(base, pool.pick(budgets, params["selection_seed"]), budgets, top_up=base)
     program.use_context = params["context"]
+    program.reasoning = tuple(stage for stage in REASONING_STAGES if params.get(f"cot_{stage}"))
     return program, params["adapter"]
 
 
@@ -386,7 +387,7 @@ def run_study(
     log: Callable[[str], None] = lambda message: None,
 ):
     """An optuna study (TPE, maximize dev ``agreement``) over demo counts per predictor, the demo selection seed,
-    the adapter, and VISTA+ctx. ``trials`` is the total wanted: a study resumed from ``storage`` runs only the
+    the adapter, VISTA+ctx, and Predict vs ChainOfThought per stage. ``trials`` is the total wanted: a study resumed from ``storage`` runs only the
     missing ones. Returns (study, pool, base) — the pool is built once per session from human annotations."""
     import optuna
 
@@ -406,6 +407,8 @@ def run_study(
         params["selection_seed"] = trial.suggest_int("selection_seed", 0, 9)
         params["adapter"] = trial.suggest_categorical("adapter", list(adapters))
         params["context"] = trial.suggest_categorical("context", [False, True])
+        for stage in REASONING_STAGES:  # Predict or ChainOfThought, per stage
+            params[f"cot_{stage}"] = trial.suggest_categorical(f"cot_{stage}", [False, True])
         program, adapter = program_from_params(base, pool, params)
         trial_meter = Meter()
         with dspy.context(adapter=build_adapter(adapter)):

@@ -57,6 +57,7 @@ from .signatures import (
     joint_instructions,
     number_claims,
     with_history,
+    with_reasoning,
 )
 
 SEED_PROGRAM = "seed"
@@ -64,6 +65,7 @@ SEED_PROGRAM = "seed"
 IN_FLIGHT: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar("vista_in_flight", default=None)
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
+REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
 # An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
 PARSE_RETRIES = 1
 # Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
@@ -242,7 +244,8 @@ class StagedModule(dspy.Module):
             kwargs["demos"] = call.demos
         config: dict[str, Any] = {}
         if self.short_answer_tokens and call.stage != "decompose":
-            config["max_tokens"] = self.short_answer_tokens * call.answers
+            thinking = 3 if call.signature is not None and "reasoning" in call.signature.output_fields else 1
+            config["max_tokens"] = self.short_answer_tokens * call.answers * thinking
         if attempt:
             # The unparseable answer sits in the cache: ask the model again past it.
             config["cache"] = False
@@ -302,6 +305,8 @@ class Vista(StagedModule):
             one Categorize call for all unverified ones), or "joint" (one call deciding VERIFIED or the category).
             Batched answers are checked against the input claims; a claim missing from the answer falls back to
             per-claim calls. Batched prompts reuse the per-claim instructions and demos.
+        reasoning: stages run as chain of thought (a ``reasoning`` output before the answer, as
+            ``dspy.ChainOfThought``): any of "decompose", "verify", "categorize". Default none.
         short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
             model that starts repeating itself stops early. None (default) keeps the LM's own limit; leave it None
             for reasoning models, whose hidden reasoning counts against the cap.
@@ -320,6 +325,7 @@ class Vista(StagedModule):
         check_contradictions: bool = False,
         short_answer_tokens: int | None = None,
         claim_calls: ClaimCalls = "per-claim",
+        reasoning: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if claim_calls not in CLAIM_CALLS:
@@ -336,6 +342,10 @@ class Vista(StagedModule):
         self.check_contradictions = check_contradictions
         self.short_answer_tokens = short_answer_tokens
         self.claim_calls = claim_calls
+        unknown = set(reasoning) - set(REASONING_STAGES)
+        if unknown:
+            raise ValueError(f"reasoning applies to {', '.join(REASONING_STAGES)}, not {', '.join(sorted(unknown))}")
+        self.reasoning = tuple(s for s in REASONING_STAGES if s in reasoning)
         self.program_name = "unsaved"
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -365,6 +375,7 @@ class Vista(StagedModule):
             "check_contradictions": self.check_contradictions,
             "short_answer_tokens": self.short_answer_tokens,
             "claim_calls": self.claim_calls,
+            "reasoning": list(self.reasoning),
         }
 
     # ---- public entry points (forward / aforward come from StagedModule) --------------------------------------
@@ -398,6 +409,15 @@ class Vista(StagedModule):
             given[index] = list(gold.claims)
         return given
 
+    def _signature(self, stage: str, signature: type[dspy.Signature], *, history: bool
+                   ) -> type[dspy.Signature] | None:
+        """The signature a stage is called with when it differs from the saved one (+ctx, chain of thought)."""
+        if not history and stage not in self.reasoning:
+            return None
+        if history:
+            signature = with_history(signature)
+        return with_reasoning(signature) if stage in self.reasoning else signature
+
     def decompose_inputs(self, dialogue: Dialogue, index: int) -> dict[str, str]:
         """What Decompose sees for turn ``index`` (also used to build demos from human claims)."""
         history = render_history(dialogue.turns[:index]) if self.history_in_decompose else HISTORY_OMITTED
@@ -412,8 +432,9 @@ class Vista(StagedModule):
         usage = Usage()
         errors: list[str] = []
         verdicts: list[TurnVerdict] = []
-        verify_signature = with_history(self.verify.signature) if self.use_context else None
-        categorize_signature = with_history(self.categorize.signature) if self.use_context else None
+        decompose_signature = self._signature("decompose", self.decompose.signature, history=False)
+        verify_signature = self._signature("verify", self.verify.signature, history=self.use_context)
+        categorize_signature = self._signature("categorize", self.categorize.signature, history=self.use_context)
 
         def account(stage: str, result: StageResult) -> StageResult:
             return add_usage(usage, stage, result)
@@ -431,7 +452,8 @@ class Vista(StagedModule):
                 claims, source = given[index], "given"
             else:
                 source = "decomposed"
-                [result] = yield [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, index))]
+                [result] = yield [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, index),
+                                            decompose_signature)]
                 account("decompose", result)
                 if result.error is not None:
                     decompose_error, claims = f"decompose failed: {result.error}", []

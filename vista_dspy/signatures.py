@@ -136,6 +136,17 @@ def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     return signature.insert(index, "history", dspy.InputField(desc=HISTORY_FIELD_DESC), type_=str)
 
 
+REASONING_DESC = "think step by step before answering"
+
+
+def with_reasoning(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """The chain-of-thought variant of a stage (what ``dspy.ChainOfThought`` does): a ``reasoning`` output first.
+
+    Built at call time like ``with_history``, so a saved program keeps one layout; demos without reasoning are
+    shown by DSPy as examples with that field not supplied."""
+    return signature.prepend("reasoning", dspy.OutputField(desc=REASONING_DESC), type_=str)
+
+
 # ---- all claims of a turn in one call ---------------------------------------------------------------------------
 class VerifiedClaim(BaseModel):
     claim: int  # the claim's number in the list
@@ -172,7 +183,7 @@ def batched(signature: type[dspy.Signature], item: type[BaseModel], instructions
     """The one-call-per-turn twin of a per-claim signature (possibly compiled, possibly +ctx): the same sources
     and instructions, numbered claims in, one ``item`` per claim out."""
     batch = signature
-    for name in ["claim", *signature.output_fields]:
+    for name in ["claim", *(f for f in signature.output_fields if f != "reasoning")]:
         batch = batch.delete(name)
     batch = batch.append("claims", dspy.InputField(desc=CLAIMS_DESC), type_=str)
     batch = batch.append("verdicts", dspy.OutputField(desc="one entry per claim, in order"), type_=list[item])
