@@ -103,7 +103,7 @@ class DevScore:
 
 
 def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False, threads: int = 1,
-          meter: Meter | None = None) -> DevScore:
+          meter: Meter | None = None, log: Callable[[str], None] | None = None) -> DevScore:
     """Score ``program`` on ``dev`` with the LM and adapter of the current dspy context.
 
     Runs on our own runner, not ``dspy.Evaluate``: Evaluate re-submits any example still running after 120 s,
@@ -111,8 +111,15 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
     from . import scoring
     from .runner import evaluate
 
+    finished: list[str] = []
+
+    def progress(verdict: DialogueVerdict) -> None:
+        finished.append(verdict.dialogue_id)
+        if log is not None:
+            log(f"    {len(finished)}/{len(dev)} dev dialogues judged ({verdict.dialogue_id})")
+
     result = evaluate(dev, program, dspy.settings.lm, adapter=dspy.settings.adapter, threads=threads,
-                      judge_given_claims=given_claims)
+                      judge_given_claims=given_claims, on_done=progress)
     measured = (meter or Meter()).wrap(agreement)
     values = [measured(None, verdict) for verdict in result.verdicts]
     summary = scoring.summarize(result.verdicts)
@@ -271,7 +278,7 @@ def compile_program(
                          "format, e.g. --train vista-human); use bootstrap for datasets with turn labels only")
 
     log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
-    seed_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter)
+    seed_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
     log(f"  {base.program_name}: {seed_score.as_dict()}")
     candidates: list[dict[str, Any]] = []
     if optimizer == "bootstrap":
@@ -302,7 +309,7 @@ def compile_program(
             best, best_score = base, seed_score
             for trial in range(budget):
                 candidate = install(base, pool.pick(budgets, seed + trial), budgets, top_up=base)
-                value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter)
+                value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
                 candidates.append({"seed": seed + trial, **value.as_dict()})
                 log(f"  candidate {trial} (seed {seed + trial}): {value.as_dict()}")
                 if value.agreement > best_score.agreement:
@@ -312,7 +319,8 @@ def compile_program(
     if problems:
         raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
     compiled_score = (best_score if optimizer == "random-search"
-                      else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter))
+                      else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter,
+                                 log=log))
     log(f"  compiled: {compiled_score.as_dict()}")
     metadata = compile_metadata(
         compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
