@@ -226,3 +226,20 @@ def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
     assert len(program.verify.demos) == 3 and program.verify.demos[0].claim == "c"
     assert program.verify.demos[1:] == base.verify.demos[:2]
     assert program.categorize.demos == base.categorize.demos[:2]
+
+
+def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
+    from vista_dspy.program import compiled_dir
+
+    for path in sorted(compiled_dir().glob("*.json")):
+        if path.name.endswith(".meta.json"):
+            continue
+        text = path.read_text()
+        assert "api_key" not in text and "sk-" not in text, path
+        assert all(state.get("lm") is None for state in json.loads(text).values() if isinstance(state, dict)), path
+        program = Vista.from_program(path.stem)
+        assert incomplete_demos(program) == [], path
+        meta = path.with_name(f"{path.stem}.meta.json")
+        if path.stem != "seed":  # a compiled program documents how it was made
+            info = json.loads(meta.read_text())
+            assert info["program"] == path.stem and info["dev_score"]["compiled"]["turn_accuracy"] is not None
