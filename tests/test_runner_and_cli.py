@@ -174,3 +174,18 @@ def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, de
     assert [v.model_dump(exclude={"usage"}) for v in concurrent.verdicts] == \
         [v.model_dump(exclude={"usage"}) for v in threaded.verdicts]
     assert len(read_verdicts(tmp_path / "async" / VERDICTS)) == 12
+
+
+def test_cache_dir_option_keeps_lm_answers_there(tmp_path, dev_file, monkeypatch):
+    monkeypatch.delenv("VISTA_CACHE_DIR", raising=False)
+    with FakeOpenAIServer() as server:
+        result = runner.invoke(app, ["--cache-dir", str(tmp_path / "c"), "evaluate", str(dev_file), "--model",
+                                     "openai/fake", "--api-base", server.url, "--limit", "1", "--out",
+                                     str(tmp_path / "o"), "--json"])
+        assert result.exit_code == 0, result.output
+        calls = server.requests
+        again = runner.invoke(app, ["--cache-dir", str(tmp_path / "c"), "evaluate", str(dev_file), "--model",
+                                    "openai/fake", "--api-base", server.url, "--limit", "1", "--out",
+                                    str(tmp_path / "o2"), "--json"])
+        assert again.exit_code == 0 and server.requests == calls  # every answer came from the cache
+    assert any((tmp_path / "c" / "lm-cache").iterdir())

@@ -60,8 +60,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="VISTA_CACHE_DIR",
+                         help="Where LM answers (one cache per model and endpoint) and the joined local model "
+                              "file are kept. Default: ~/.cache/vista-dspy.")] = None,
+) -> None:
     """VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program."""
+    if cache_dir is not None:
+        os.environ["VISTA_CACHE_DIR"] = str(cache_dir.expanduser().resolve())
 
 
 def _slug(text: str) -> str:
