@@ -137,28 +137,32 @@ def evaluate(
         if on_done is not None:
             on_done(verdict)
 
-    interrupted = False
     if remote is not None:
         from .baselines import judge_spec
 
-        try:
+        def drive() -> None:
             remote.run(todo, judge_spec(program), judge_given_claims, record)
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            if handle is not None:
-                handle.close()
-        return _result(dialogues, done, out_dir, resumed, interrupted)
-    if concurrency is not None:
-        try:
+    elif concurrency is not None:
+        def drive() -> None:
             asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency, record))
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            if handle is not None:
-                handle.close()
-        return _result(dialogues, done, out_dir, resumed, interrupted)
+    else:
+        def drive() -> None:
+            _judge_threaded(todo, judge, threads, record)
+    interrupted = False
+    try:
+        drive()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if handle is not None:
+            handle.close()
+    return _result(dialogues, done, out_dir, resumed, interrupted)
+
+
+def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], DialogueVerdict], threads: int,
+                    record: Callable[[DialogueVerdict], None]) -> None:
     executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vista")
+    interrupted = False
     try:
         queue = iter(todo)
         running: dict[Future, str] = {}
@@ -177,12 +181,9 @@ def evaluate(
                     running[executor.submit(judge, nxt)] = nxt.id
     except KeyboardInterrupt:
         interrupted = True
+        raise
     finally:
         executor.shutdown(wait=not interrupted, cancel_futures=True)
-        if handle is not None:
-            handle.close()
-
-    return _result(dialogues, done, out_dir, resumed, interrupted)
 
 
 async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy.BaseLM, adapter: dspy.Adapter,
