@@ -37,6 +37,8 @@ from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
 from vista_dspy.runner import evaluate  # noqa: E402
 
+from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
+
 DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
 
 
@@ -99,12 +101,7 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
 def local_part(dialogues, turns: int) -> None:
     from vista_dspy.local import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config, resolve_gguf
 
-    chosen, count = [], 0
-    for dialogue in dialogues:
-        if count >= turns:
-            break
-        chosen.append(dialogue)
-        count += len(dialogue.judged_turns)
+    chosen = first_judged_turns(dialogues, turns)
     settings = ServerSettings(gguf=resolve_gguf(None))
     config = local_model_config(settings, cache=False)
     rows = []

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -407,6 +408,8 @@ def report(
             take_screenshot(path, screenshot)
         except FileNotFoundError as exc:
             raise fail(str(exc), code=1) from None
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            raise fail(f"Chromium could not render {path}: {exc}", code=1) from None
         err.print(f"screenshot: {screenshot}", highlight=False)
 
 
@@ -498,8 +501,6 @@ def compile_command(
 ) -> None:
     """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
     on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
-
-    from .bench import default_data_dir, parse_datasets
     from .data import InputError
     from .local import ModelNotFound
     from .models import program_name_for, use_cache_for
@@ -509,8 +510,7 @@ def compile_command(
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     try:
         budgets = parse_demos(demos)
-        train_set, train_info = _compile_split(train, data_dir or default_data_dir(), seed, n_train, parse_datasets)
-        dev_set, dev_info = _compile_split(dev, data_dir or default_data_dir(), seed, n_dev, parse_datasets)
+        (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
     overlap = {d.id for d in train_set} & {d.id for d in dev_set}
@@ -575,11 +575,10 @@ def study(
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
 ) -> None:
     """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
-    (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best trial, every trial and optuna's
-    parameter importances; --apply saves the best program."""
+    (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best
+    trial, every trial and optuna's parameter importances; --apply saves the best program."""
     import optuna
 
-    from .bench import default_data_dir, parse_datasets
     from .data import InputError
     from .local import ModelNotFound
     from .models import program_name_for, use_cache_for
@@ -587,8 +586,7 @@ def study(
     from .program import Vista
 
     try:
-        train_set, train_info = _compile_split(train, data_dir or default_data_dir(), seed, n_train, parse_datasets)
-        dev_set, dev_info = _compile_split(dev, data_dir or default_data_dir(), seed, n_dev, parse_datasets)
+        (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
         lm_setup = _model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=None,
                                 max_tokens=1024, cache=cache, adapter=Adapter.json)
     except (ValueError, InputError, ModelNotFound) as exc:
@@ -652,9 +650,18 @@ def dspy_context(config) -> contextlib.AbstractContextManager:
     return dspy.context(lm=config.build(), adapter=config.build_adapter())
 
 
-def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, parse_datasets) -> tuple[list, dict]:
+def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,
+                   n_dev: int | None) -> tuple[tuple[list, dict], tuple[list, dict]]:
+    """The --train and --dev dialogues of `vista compile` / `vista study`, each with its description."""
+    from .bench import default_data_dir
+
+    data_dir = data_dir or default_data_dir()
+    return _compile_split(train, data_dir, seed, n_train), _compile_split(dev, data_dir, seed, n_dev)
+
+
+def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None) -> tuple[list, dict]:
     """DATASET[=PATH][:part] -> (dialogues, description); part: train / dev halves of a seeded split, or all."""
-    from .bench import load_dataset
+    from .bench import load_dataset, parse_datasets
     from .data.benchmarks import sample, split
 
     head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in ("train", "dev", "all") else (spec, "", "all")

@@ -14,7 +14,6 @@ running, so a killed worker loses nothing; a verdict is recorded once per dialog
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +99,6 @@ class JudgeActor:
         self.lm, self.adapter = config.build(), config.build_adapter()
         self.program = build_judge(judge)
         self.judge_given_claims = judge_given_claims
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def judge(self, dialogue_json: str) -> str:
         import dspy
