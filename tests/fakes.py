@@ -200,6 +200,7 @@ class FakeOpenAIServer:
         self.engine = engine or RuleEngine()
         self.injected: collections.Counter = collections.Counter()
         self.requests = 0
+        self.last_body: dict | None = None  # the JSON body of the latest request
         self.in_flight = self.max_in_flight = 0
         engine, server = self.engine, self
         rates = dict(faults or {})
@@ -207,6 +208,8 @@ class FakeOpenAIServer:
         lock = threading.Lock()
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers: no TCP connection per request
+
             def log_message(self, *args):
                 pass
 
@@ -235,6 +238,7 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
                     server.requests += 1
+                    server.last_body = body
                     fault = next((kind for kind, rate in rates.items() if rng.random() < rate), None)
                     if fault:
                         server.injected[fault] += 1
@@ -266,7 +270,10 @@ class FakeOpenAIServer:
                               "total_tokens": (len(system + prompt) + len(text)) // 4},
                 })
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 256  # the stdlib's 5 resets connections when dozens arrive at once
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

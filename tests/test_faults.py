@@ -17,20 +17,23 @@ from vista_dspy.program import Vista
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 
 
-def test_a_50_dialogue_run_survives_server_faults(tmp_path, dev_file):
+@pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])
+def test_a_50_dialogue_run_survives_server_faults(tmp_path, dev_file, model):
     dialogues = load_dialogues(dev_file)[:50]
-    faults = {"500": 0.10, "timeout": 0.05, "malformed": 0.05}
+    faults = {"500": 0.10, "timeout": 0.05, "malformed": 0.05, "429": 0.02}
     with FakeOpenAIServer(faults=faults, hang=2.0, seed=3) as server:
-        config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=3, timeout=0.5, cache=False)
+        config = ModelConfig(model=model, api_base=server.url, num_retries=3, timeout=0.5, cache=False)
         result = evaluate(dialogues, Vista.from_program(None), config.build(), out_dir=tmp_path, threads=8)
     assert not result.interrupted and len(result.verdicts) == 50
     assert server.injected["500"] > 10 and server.injected["timeout"] > 5 and server.injected["malformed"] > 5
+    assert server.injected["429"] > 2
     claims = [c for v in result.verdicts for t in v.turns for c in t.claims]
     errors = [c for c in claims if c.category == Category.ERROR]
     assert all(c.error for c in errors) and all(c.error is None for c in claims if c.category != Category.ERROR)
-    # HTTP errors and timeouts are retried by the client, an unparseable answer once by the program: what is
-    # left (two bad answers in a row) is rare and names its cause.
-    assert all("AdapterParseError" in c.error for c in errors), {c.error for c in errors}
+    # HTTP errors and timeouts are retried by the client (3 times), an unparseable answer once by the program:
+    # what is left (faults in a row) is rare and names its cause.
+    causes = ("AdapterParseError", "injected 500", "injected 429", "LMTimeoutError", "Timeout")
+    assert all(any(cause in c.error for cause in causes) for c in errors), {c.error for c in errors}
     assert len(errors) <= 0.05 * len(claims)
     assert_summary_counts_errors(tmp_path, result.verdicts)
 

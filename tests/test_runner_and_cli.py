@@ -43,7 +43,9 @@ def test_resume_re_asks_only_missing_dialogues_and_repairs_a_torn_line(tmp_path,
     result = evaluate(dialogues, program, rule_lm(engine), out_dir=out, settings={"a": 1})
     assert result.resumed == 2
     asked = {inputs["turn"] for inputs in engine.inputs_of("decompose")}
-    done_texts = {t.text for v in full[:2] for t in v.turns}
+    finished = {json.loads(line)["dialogue_id"] for line in lines[:2]}
+    done_texts = {t.text for v in full if v.dialogue_id in finished for t in v.turns}
+    assert len(finished) == 2 and done_texts
     assert not asked & done_texts
     on_disk = read_verdicts(out / VERDICTS)
     assert sorted(v.dialogue_id for v in on_disk) == sorted(d.id for d in dialogues)
@@ -130,6 +132,35 @@ def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
     w1 = ModelConfig("openai/local", api_base="http://127.0.0.1:1/v1", cache_identity="gguf:x:1")
     w2 = ModelConfig("openai/local", api_base="http://127.0.0.1:2/v1", cache_identity="gguf:x:1")
     assert cache_dir_for(w1) == cache_dir_for(w2)
+
+
+def ask(lm) -> None:
+    import dspy
+
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        dspy.Predict("question -> answer")(question="Is this on?")
+
+
+@pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])
+def test_self_hosted_servers_are_sent_max_tokens(model):
+    """llama.cpp and older vLLM read `max_tokens` only; both ways to name a self-hosted model must send it."""
+    from vista_dspy.models import ModelConfig
+
+    with FakeOpenAIServer() as server:
+        lm = ModelConfig(model, api_base=server.url, max_tokens=77, num_retries=0, cache=False).build()
+        ask(lm)
+    assert server.last_body["max_tokens"] == 77 and server.last_body["model"] == "fake"
+
+
+def test_registry_open_weight_models_reach_the_server_with_their_options(monkeypatch):
+    from vista_dspy.models import MODELS
+
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("VISTA_API_BASE", server.url)
+        lm = MODELS["qwen3-8b"].config(cache=False).build()
+        ask(lm)
+    assert server.last_body["model"] == "Qwen/Qwen3-8B"
+    assert server.last_body["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 def test_cli_runs_a_baseline_over_http(tmp_path, dev_file):

@@ -149,8 +149,9 @@ def evaluate(
                                                         "vista_dspy/compiled/. Default: the seed program.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (verdicts.jsonl, summary.json, run.json). "
                                                      "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
-    threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with the "
-                                                              "local model, 4 otherwise).")] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: "
+                                                              "--concurrency if given, else 1 with the local "
+                                                              "model and 4 otherwise).")] = None,
     backend: Annotated[Backend, typer.Option(help="local (threads or asyncio in this process) or ray (a pool of "
                                                   "Ray workers, each with its own LM client; --api-base may list "
                                                   "several endpoints, spread over the workers).")] = Backend.local,
@@ -224,7 +225,8 @@ def evaluate(
     except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     config, server, short_answer_tokens = lm_setup.config, lm_setup.server, lm_setup.short_answer_tokens
-    threads = threads or lm_setup.threads
+    # On asyncio, enough dialogues at once to keep N requests in flight (the claims of a turn add more).
+    threads = threads or concurrency or lm_setup.threads
     if system is not System.vista:
         if judge_given_claims or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")

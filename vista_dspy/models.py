@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,11 @@ class ModelConfig:
             kwargs["api_base"] = self.api_base
             # Self-hosted OpenAI-compatible servers usually need no key, but the client insists on one.
             kwargs["api_key"] = os.environ.get("VISTA_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
-            # litellm sends `max_tokens`, which llama.cpp and older vLLM read (DSPy's own engine sends
-            # `max_completion_tokens`, which they ignore).
-            kwargs["engine"] = "litellm"
+            if self.model.startswith("openai/"):
+                # DSPy's own HTTP engine speaks OpenAI's dialect here and sends `max_completion_tokens`, which
+                # llama.cpp and older vLLM ignore; litellm sends `max_tokens`. `hosted_vllm/<name>` selects the
+                # native engine's dialect for such servers, which sends `max_tokens` at half litellm's client CPU.
+                kwargs["engine"] = "litellm"
         return dspy.LM(
             self.model,
             temperature=self.temperature,
@@ -77,7 +80,76 @@ class ModelConfig:
         }
 
 
-ADAPTERS = {"json": dspy.JSONAdapter, "chat": dspy.ChatAdapter}
+class _PromptPartsMemo:
+    """Formats the parts of a prompt that repeat on every call of a predictor -- the system message and the
+    few-shot demos -- once per (signature, demos) content, instead of once per call.
+
+    DSPy rebuilds them for every call (pydantic schemas, JSON serialisation of every demo field): about half of the
+    client CPU of a call, which bounds throughput at high concurrency. The memo is keyed on content, not identity
+    (batched judging rebuilds equal signatures and demo lists per turn), and its output is the stock adapter's,
+    byte for byte, so LM cache keys and answers do not change (tests/test_adapters.py compares them).
+    """
+
+    MEMO_SIZE = 512  # distinct (signature, demos) parts kept; a run uses a few dozen
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._memo: dict[tuple, Any] = {}
+        self._memo_lock = threading.Lock()
+
+    def _memoized(self, key: tuple | None, make):
+        if key is None:
+            return make()
+        with self._memo_lock:
+            if key in self._memo:
+                return self._memo[key]
+        value = make()
+        with self._memo_lock:
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = value
+        return value
+
+    def format_system_message(self, signature) -> str:
+        key = _signature_key(signature)
+        return self._memoized(key and ("system", key), lambda: super(_PromptPartsMemo, self)
+                              .format_system_message(signature))
+
+    def format_demos(self, signature, demos) -> list[dict[str, Any]]:
+        key = _signature_key(signature)
+        key = key and ("demos", key, tuple(_demo_key(signature, demo) for demo in demos))
+        messages = self._memoized(key, lambda: super(_PromptPartsMemo, self).format_demos(signature, demos))
+        return [dict(message) for message in messages]  # callers may mutate the messages they get
+
+
+def _signature_key(signature) -> tuple | None:
+    """What a signature's prompt text depends on: instructions, and each field's name, kind, prefix, description
+    and type. None (no memo) when a type is unhashable."""
+    try:
+        key = (signature.instructions, tuple(
+            (name, field.annotation, tuple(sorted((k, repr(v)) for k, v in (field.json_schema_extra or {}).items())))
+            for name, field in signature.fields.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _demo_key(signature, demo) -> tuple:
+    """A demo's content as far as formatting reads it: the signature's fields, present or not."""
+    return tuple((name, type(demo[name]).__qualname__, repr(demo[name])) if name in demo else (name,)
+                 for name in signature.fields)
+
+
+class JSONAdapter(_PromptPartsMemo, dspy.JSONAdapter):
+    """dspy.JSONAdapter with the system message and demos formatted once per predictor (see _PromptPartsMemo)."""
+
+
+class ChatAdapter(_PromptPartsMemo, dspy.ChatAdapter):
+    """dspy.ChatAdapter with the system message and demos formatted once per predictor (see _PromptPartsMemo)."""
+
+
+ADAPTERS = {"json": JSONAdapter, "chat": ChatAdapter}
 
 
 def build_adapter(name: str) -> dspy.Adapter:
@@ -144,15 +216,15 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("gpt-5", "openai/gpt-5", "OpenAI GPT-5, low reasoning effort", needs=("OPENAI_API_KEY",),
               temperature=1.0, max_tokens=16000, extra=(("reasoning_effort", "low"),)),
     ModelSpec("deepseek-v3", "deepseek/deepseek-chat", "DeepSeek-V3 (deepseek-chat)", needs=("DEEPSEEK_API_KEY",)),
-    ModelSpec("llama-3.1-8b", "openai/meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct",
+    ModelSpec("llama-3.1-8b", "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct",
               needs=("VISTA_API_BASE",), open_weights=True),
-    ModelSpec("llama-3.1-70b", "openai/meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B-Instruct",
+    ModelSpec("llama-3.1-70b", "hosted_vllm/meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B-Instruct",
               needs=("VISTA_API_BASE",), open_weights=True),
-    ModelSpec("mistral-7b", "openai/mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-Instruct-v0.3",
+    ModelSpec("mistral-7b", "hosted_vllm/mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-Instruct-v0.3",
               needs=("VISTA_API_BASE",), open_weights=True),
-    ModelSpec("qwen3-8b", "openai/Qwen/Qwen3-8B", "Qwen3-8B, thinking off", needs=("VISTA_API_BASE",),
+    ModelSpec("qwen3-8b", "hosted_vllm/Qwen/Qwen3-8B", "Qwen3-8B, thinking off", needs=("VISTA_API_BASE",),
               extra=NO_THINKING, open_weights=True),
-    ModelSpec("qwen3-32b", "openai/Qwen/Qwen3-32B", "Qwen3-32B, thinking off", needs=("VISTA_API_BASE",),
+    ModelSpec("qwen3-32b", "hosted_vllm/Qwen/Qwen3-32B", "Qwen3-32B, thinking off", needs=("VISTA_API_BASE",),
               extra=NO_THINKING, open_weights=True),
 )}
 LOCAL = "local"

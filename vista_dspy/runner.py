@@ -22,6 +22,7 @@ import dspy
 from pydantic import ValidationError
 
 from . import scoring
+from .models import build_adapter
 from .program import IN_FLIGHT, StagedModule
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def evaluate(
     ``remote``: run on a Ray cluster instead (``lm`` is then rebuilt by every worker from the backend's model
     configuration, and ``program`` from its spec).
     """
-    adapter = adapter or dspy.JSONAdapter()
+    adapter = adapter or build_adapter("json")
     done: dict[str, DialogueVerdict] = {}
     handle = None
     if out_dir is not None:
@@ -122,7 +123,9 @@ def evaluate(
         done = {v.dialogue_id: v for v in read_verdicts(out_dir / VERDICTS) if v.dialogue_id in wanted}
         handle = (out_dir / VERDICTS).open("a", encoding="utf-8")
     resumed = len(done)
-    todo = [d for d in dialogues if d.id not in done]
+    # Longest dialogues first: their chains of dependent calls set the wall time of a parallel run, and a long one
+    # started last would run alone at the end (longest-processing-time-first scheduling). Stable for equal lengths.
+    todo = sorted((d for d in dialogues if d.id not in done), key=lambda d: len(d.turns), reverse=True)
 
     def judge(dialogue: Dialogue) -> DialogueVerdict:
         with dspy.context(lm=lm, adapter=adapter):

@@ -6,6 +6,7 @@ inference server can reuse the cached prompt prefix across the claims of one tur
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 import dspy
@@ -125,7 +126,12 @@ class CheckContradiction(dspy.Signature):
 
 HISTORY_FIELD_DESC = "the dialogue so far, one 'role: text' line each (for contradictions with earlier turns)"
 
+# The call-time variants below are built once per (signature class, ...): signature classes are immutable, and
+# building one (a pydantic model) per call would cost a millisecond of CPU on every LM request.
+_variant = lru_cache(maxsize=256)
 
+
+@_variant
 def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     """The +ctx variant of Verify/Categorize: the dialogue history is given too, just before the claim.
 
@@ -139,6 +145,7 @@ def with_history(signature: type[dspy.Signature]) -> type[dspy.Signature]:
 REASONING_DESC = "think step by step before answering"
 
 
+@_variant
 def with_reasoning(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     """The chain-of-thought variant of a stage (what ``dspy.ChainOfThought`` does): a ``reasoning`` output first.
 
@@ -178,6 +185,7 @@ A claim that is not VERIFIED is labelled instead with the category that says why
 CLAIMS_DESC = "the claims to judge, numbered, one per line"
 
 
+@_variant
 def batched(signature: type[dspy.Signature], item: type[BaseModel], instructions: str | None = None
             ) -> type[dspy.Signature]:
     """The one-call-per-turn twin of a per-claim signature (possibly compiled, possibly +ctx): the same sources
