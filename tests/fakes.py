@@ -189,7 +189,7 @@ class FakeOpenAIServer:
 
     def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
                  latency: float = 0.0, hang: float = 3.0, seed: int = 0) -> None:
-        """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``timeout``
+        """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``401``, ``timeout``
         (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
         answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults."""
         import collections
@@ -244,7 +244,7 @@ class FakeOpenAIServer:
                         server.injected[fault] += 1
                 if latency:
                     time.sleep(latency)
-                if fault in ("500", "429"):
+                if fault in ("500", "429", "401"):
                     self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
                     return
                 if fault == "timeout":

@@ -95,6 +95,20 @@ def test_cli_backend_ray_over_two_endpoints(tmp_path, dev_file, local_ray):
     assert len(read_verdicts(tmp_path / VERDICTS)) == 6
 
 
+def test_an_unusable_model_on_a_worker_is_the_same_one_line_error_as_locally(tmp_path, dev_file, local_ray):
+    from typer.testing import CliRunner
+
+    from vista_dspy.cli import app
+
+    with FakeOpenAIServer(faults={"401": 1.0}) as server:  # every request: a rejected key
+        result = CliRunner().invoke(app, [
+            "evaluate", str(dev_file), "--model", "openai/fake", "--api-base", server.url, "--backend", "ray",
+            "--workers", "1", "--limit", "2", "--out", str(tmp_path), "--no-cache"])
+    assert result.exit_code == 1, result.output
+    assert "the model cannot be used" in result.output and "Traceback" not in result.output
+    assert "RayTaskError" not in result.output
+
+
 def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
     import builtins
 

@@ -60,6 +60,18 @@ def test_rerun_with_other_settings_is_refused(tmp_path, dev_file):
         evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, settings={"model": "b"})
 
 
+def test_a_run_from_before_a_setting_existed_resumes_under_its_old_value(tmp_path, dev_file):
+    dialogues = load_dialogues(dev_file)[:2]
+    evaluate(dialogues[:1], Vista.from_program(), rule_lm(), out_dir=tmp_path, settings={"model": "a"})
+    # run.json as an older version wrote it: without claim_calls / reasoning.
+    (tmp_path / "run.json").write_text(json.dumps({"model": "a"}))
+    current = {"model": "a", "claim_calls": "per-claim", "reasoning": []}
+    assert evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, settings=current).resumed == 1
+    with pytest.raises(RunConflict, match="claim_calls: 'per-claim' -> 'batched'"):
+        evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path,
+                 settings={**current, "claim_calls": "batched"})
+
+
 def test_interrupt_keeps_finished_dialogues(tmp_path, dev_file):
     dialogues = load_dialogues(dev_file)[:5]
     seen = []

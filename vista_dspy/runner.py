@@ -74,10 +74,16 @@ def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
     return {"program": judge.program_name, **judge.options(), **extra}
 
 
+# Settings recorded only since a later version, with the value every run before it had (the option did not
+# exist): a run.json without them still resumes under those values.
+LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "reasoning": []}
+
+
 def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
     path = out_dir / RUN
     if path.exists():
         previous = json.loads(path.read_text())
+        previous.update({k: v for k, v in LATER_SETTINGS.items() if k not in previous and k in settings})
         changed = [k for k in sorted(set(settings) | set(previous)) if settings.get(k) != previous.get(k)]
         if changed:
             details = "; ".join(f"{k}: {previous.get(k)!r} -> {settings.get(k)!r}" for k in changed)
