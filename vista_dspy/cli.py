@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .models import ModelConfig
 
 from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SHORT_ANSWER_TOKENS
+from .program import DEFAULT_CLAIM_CALLS
 
 app = typer.Typer(
     help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
@@ -179,7 +180,7 @@ def evaluate(
                                                          "call per unverified claim (the paper's method); batched: "
                                                          "one Verify and one Categorize call per turn; joint: one "
                                                          "call per turn for both. Claims a batched answer misses "
-                                                         "are asked one by one.")] = ClaimCalls.per_claim,
+                                                         "are asked one by one.")] = ClaimCalls(DEFAULT_CLAIM_CALLS),
     reasoning: Annotated[str, typer.Option(help="Stages run as chain of thought (a reasoning output first), "
                                                 "comma-separated: decompose, verify, categorize.")] = "",
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "

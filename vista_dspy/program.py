@@ -65,6 +65,7 @@ SEED_PROGRAM = "seed"
 IN_FLIGHT: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar("vista_in_flight", default=None)
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
+DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
 REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
 # An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
 PARSE_RETRIES = 1
@@ -324,7 +325,7 @@ class Vista(StagedModule):
         seed_background: bool = True,
         check_contradictions: bool = False,
         short_answer_tokens: int | None = None,
-        claim_calls: ClaimCalls = "per-claim",
+        claim_calls: ClaimCalls = DEFAULT_CLAIM_CALLS,
         reasoning: Sequence[str] = (),
     ) -> None:
         super().__init__()
