@@ -131,6 +131,8 @@ def main() -> int:
     parser.add_argument("--gguf", default=None)
     parser.add_argument("--program", default=None, help="saved program (default: seed)")
     parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
+    parser.add_argument("--claim-calls", default="per-claim", choices=("per-claim", "batched", "joint"),
+                        help="judging mode (default per-claim: the mode of runs 1-3 in RESULTS.md)")
     parser.add_argument("--report-only", action="store_true",
                         help="do not run: re-read the verdicts under --out and print the table (no timings)")
     parser.add_argument("--out", type=Path, default=None,
@@ -141,10 +143,12 @@ def main() -> int:
     settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port)
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
-    program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+    program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS,
+                                 claim_calls=args.claim_calls)
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
-    out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}"
+    mode = "" if args.claim_calls == "per-claim" else f"-{args.claim_calls}"
+    out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}{mode}"
     if args.report_only:
         rows = [measure(name, dialogues, read_verdicts(out / folder / VERDICTS), None, given)
                 for name, folder, given in (("end to end", "end-to-end", False), ("given claims", "given", True))
@@ -164,7 +168,8 @@ def main() -> int:
 
 
 def print_table(rows, args, settings, program, peak) -> None:
-    print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns}`")
+    print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns} "
+          f"--claim-calls {args.claim_calls}`")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
           f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}; "
           f"server peak RSS {peak}.\n")

@@ -5,7 +5,7 @@
 set -euo pipefail
 OUT=${1:-vista-runs/bench-local}
 shift || true
-vista benchmark --datasets begin,fade,faithdial-audit --systems vista,factscore,factscore-nosplit,judge --n 24 --no-cache --out "$OUT" "$@"
-vista benchmark --datasets coconot --systems vista,judge --n 20 --no-cache --out "$OUT" "$@"
-vista benchmark --datasets rgm-contradictions --systems vista,vista-ctx,judge --n 20 --no-cache --out "$OUT" "$@"
+vista benchmark --datasets begin,fade,faithdial-audit --systems vista,factscore,factscore-nosplit,judge --n 24 --claim-calls per-claim --no-cache --out "$OUT" "$@"
+vista benchmark --datasets coconot --systems vista,judge --n 20 --claim-calls per-claim --no-cache --out "$OUT" "$@"
+vista benchmark --datasets rgm-contradictions --systems vista,vista-ctx,judge --n 20 --claim-calls per-claim --no-cache --out "$OUT" "$@"
 vista report "$OUT"

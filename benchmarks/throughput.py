@@ -43,17 +43,12 @@ DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / 
 
 
 def chain_length(dialogue, verdict) -> int:
-    """Rounds of dependent calls: turns run in order; within a judged turn Decompose -> Verify -> (Categorize)."""
-    judged = {t.turn_index: t for t in verdict.turns}
-    rounds = 0
-    for index, turn in enumerate(dialogue.turns):
-        if turn.role != "assistant":
-            continue
-        if index not in judged:
-            rounds += 1  # a background turn: Decompose only
-            continue
-        claims = judged[index].claims
-        rounds += 1 + (1 if claims else 0) + (1 if any(c.stage == "categorize" for c in claims) else 0)
+    """Rounds of dependent calls: one round of Decompose calls (they read only the dialogue's text), then the
+    judged turns in order (each reads the store the turns before it built), each Verify -> (Categorize)."""
+    rounds = 1 if any(turn.role == "assistant" for turn in dialogue.turns) else 0
+    for judged in verdict.turns:
+        claims = judged.claims
+        rounds += (1 if claims else 0) + (1 if any(c.stage == "categorize" for c in claims) else 0)
     return rounds
 
 

@@ -209,6 +209,9 @@ class FakeOpenAIServer:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers: no TCP connection per request
+            # Headers and body go out in two writes: with Nagle's algorithm on a kept-alive connection the body
+            # waits for the client's delayed ACK (~40 ms a request). Real servers set TCP_NODELAY too.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass

@@ -13,8 +13,9 @@ DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 
 
 def run(dlg, engine=None, method="forward", **options):
+    """Judge ``dlg`` with the rule engine; per-claim judging (the paper's method) unless options say otherwise."""
     engine = engine or RuleEngine()
-    program = Vista.from_program(**options)
+    program = Vista.from_program(**{"claim_calls": "per-claim", **options})
     with dspy.context(lm=rule_lm(engine), adapter=dspy.JSONAdapter()):
         if method == "forward":
             verdict = program(dlg)

@@ -51,8 +51,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-history": {"history_in_decompose": False},
     "zero-shot": {"zero_shot": True},
     "contradiction-check": {"check_contradictions": True},
-    # Not ablations of the paper: the one-call-per-turn judging modes, to compare their accuracy and cost.
-    "batched": {"claim_calls": "batched"},
+    # Not ablations of the paper: the other judging modes (the default is batched), for accuracy and cost.
+    "per-claim": {"claim_calls": "per-claim"},
     "joint": {"claim_calls": "joint"},
 }
 REFERENCE_SYSTEM = "vista"
@@ -90,11 +90,13 @@ def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
     return names + [f"vista-{a}" for a in dict.fromkeys(ablations)]
 
 
-def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None) -> StagedModule:
-    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, or a baseline."""
+def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None,
+                 claim_calls: str | None = None) -> StagedModule:
+    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, or a baseline. ``claim_calls`` sets the
+    judging mode of every VISTA system (an ablation may override it)."""
     if name in BASELINES:
         return BASELINES[name](short_answer_tokens=short_answer_tokens)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"claim_calls": claim_calls} if claim_calls else {}
     if name == "vista-ctx":
         options["use_context"] = True
     elif name != "vista":
@@ -129,6 +131,7 @@ class Plan:
     seed: int = 0
     model: str = ""
     program: str | None = None
+    claim_calls: str | None = None  # None: the default judging mode
     threads: int = 1
     settings: dict[str, Any] = field(default_factory=dict)  # model settings shared by every run
 
@@ -174,7 +177,8 @@ def run_benchmark(
     interrupted = False
     for dataset, dialogues in samples.items():
         for system in plan.systems:
-            judge = build_system(system, program=plan.program, short_answer_tokens=short_answer_tokens)
+            judge = build_system(system, program=plan.program, short_answer_tokens=short_answer_tokens,
+                                 claim_calls=plan.claim_calls)
             run_dir = out_dir / "runs" / dataset / system
             settings = run_settings(judge, input=f"{dataset}:{plan.datasets[dataset]}", n=plan.n, seed=plan.seed,
                                     **plan.settings)

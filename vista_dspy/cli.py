@@ -51,6 +51,12 @@ class ClaimCalls(str, Enum):
     joint = "joint"
 
 
+CLAIM_CALLS_HELP = ("How claims are judged. batched (default): one Verify call and one Categorize call per turn; "
+                    "per-claim: one Verify call per claim and one Categorize call per unverified claim (the "
+                    "paper's method, about 3x the calls); joint: one call per turn for both. Claims a batched "
+                    "answer misses are asked one by one.")
+
+
 class Adapter(str, Enum):
     json = "json"
     chat = "chat"
@@ -176,11 +182,7 @@ def evaluate(
                                                            "turn? A yes makes the turn hallucinated.")] = False,
     background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
                                                   "facts.")] = True,
-    claim_calls: Annotated[ClaimCalls, typer.Option(help="per-claim: one Verify call per claim and one Categorize "
-                                                         "call per unverified claim (the paper's method); batched: "
-                                                         "one Verify and one Categorize call per turn; joint: one "
-                                                         "call per turn for both. Claims a batched answer misses "
-                                                         "are asked one by one.")] = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    claim_calls: Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
     reasoning: Annotated[str, typer.Option(help="Stages run as chain of thought (a reasoning output first), "
                                                 "comma-separated: decompose, verify, categorize.")] = "",
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
@@ -302,7 +304,8 @@ def benchmark(
                        ] = "vista,factscore,factscore-nosplit,judge",
     ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
                                                 "no-history, zero-shot, contradiction-check; and the judging "
-                                                "modes batched, joint.")] = "",
+                                                "modes per-claim, joint.")] = "",
+    claim_calls: Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
     model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
                      help="'local' (default) or a DSPy/litellm model string, as for `vista evaluate`.")] = None,
     api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",
@@ -353,7 +356,7 @@ def benchmark(
     program = program or program_for_model(model)
     err.print(f"VISTA program: {program}", highlight=False)
     plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
-                threads=threads or lm_setup.threads, settings=config.run_settings())
+                claim_calls=claim_calls.value, threads=threads or lm_setup.threads, settings=config.run_settings())
     out = out or Path("vista-runs") / f"benchmark__{_slug(model or 'local')}"
     use_cache_for(config)
 
@@ -501,6 +504,8 @@ def compile_command(
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Cap on tokens per LM answer.")] = 1024,
     cache: Annotated[bool, typer.Option(help="Reuse cached LM answers.")] = True,
+    claim_calls: Annotated[ClaimCalls, typer.Option(help="Judging mode the dev scores are measured with. "
+                                                         + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
 ) -> None:
     """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
     on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
@@ -531,7 +536,7 @@ def compile_command(
               f"dialogues, demos {budgets}", highlight=False)
     from .program import Vista
 
-    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls.value)
     with _run_errors(ValueError), lm_setup.server, dspy_context(config):
         result = compile_program(
             train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,

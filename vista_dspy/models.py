@@ -46,13 +46,16 @@ class ModelConfig:
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout
         if self.api_base:
-            kwargs["api_base"] = self.api_base
             # Self-hosted OpenAI-compatible servers usually need no key, but the client insists on one.
-            kwargs["api_key"] = os.environ.get("VISTA_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+            api_key = os.environ.get("VISTA_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+            if self.model.startswith(f"{SELF_HOSTED_PREFIX}/") and not self.extra:
+                kwargs.pop("timeout", None)
+                kwargs.update(_endpoint_engines(self.api_base, api_key, self.timeout))
+            else:
+                kwargs.update(api_base=self.api_base, api_key=api_key)
             if self.model.startswith("openai/"):
                 # DSPy's own HTTP engine speaks OpenAI's dialect here and sends `max_completion_tokens`, which
-                # llama.cpp and older vLLM ignore; litellm sends `max_tokens`. `hosted_vllm/<name>` selects the
-                # native engine's dialect for such servers, which sends `max_tokens` at half litellm's client CPU.
+                # llama.cpp and older vLLM ignore; litellm sends `max_tokens` (as does `hosted_vllm/`).
                 kwargs["engine"] = "litellm"
         return dspy.LM(
             self.model,
@@ -78,6 +81,42 @@ class ModelConfig:
             "adapter": self.adapter,
             **({"extra": {k: v for k, v in self.extra}} if self.extra else {}),
         }
+
+
+# litellm's spelling of "a self-hosted OpenAI-compatible server" (vLLM, llama.cpp, Ollama, SGLang ...).
+SELF_HOSTED_PREFIX = "hosted_vllm"
+
+
+def _endpoint_engines(api_base: str, api_key: str, timeout: float | None) -> dict[str, Any]:
+    """DSPy's own native (lm15) engine for one self-hosted endpoint, built once and handed to ``dspy.LM`` as its
+    engine, in the server dialect that sends ``max_tokens``.
+
+    With ``engine="auto"`` DSPy selects the backend again on every call: it builds and plans a fresh router per
+    request, about half the client CPU of a call (2.0 vs 4.4 ms measured; it bounds requests per second at high
+    concurrency). Given as the engine, the same native client is used directly; retries, errors, caching and
+    usage stay DSPy's. Async connection pools belong to one event loop, so there is one async engine per loop.
+    """
+    import asyncio
+    import weakref
+
+    from dspy.clients.engines import AsyncLM15Engine, LM15Engine
+    from dspy.clients.engines.lm15_engine import timeouts_for
+    from dspy.lm15 import RouterConfig
+
+    config = RouterConfig(api_keys={"vllm": api_key}, base_urls={"vllm": api_base}, timeouts=timeouts_for(timeout))
+
+    class PerLoop:
+        def __init__(self) -> None:
+            self.engines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+        async def complete(self, request):
+            loop = asyncio.get_running_loop()
+            engine = self.engines.get(loop)
+            if engine is None:
+                engine = self.engines[loop] = AsyncLM15Engine(config)
+            return await engine.complete(request)
+
+    return {"engine": LM15Engine(config), "async_engine": PerLoop()}
 
 
 class _PromptPartsMemo:

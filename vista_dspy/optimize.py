@@ -173,12 +173,21 @@ class Pool:
         return chosen
 
 
+def per_claim(program: Vista) -> Vista:
+    """A copy judging one claim per call: demos are traced from single-claim calls (the layout every predictor
+    keeps), whatever mode the program is scored in."""
+    copy = program.deepcopy()
+    copy.claim_calls = "per-claim"
+    return copy
+
+
 def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | None = None,
                  want: dict[str, int] | None = None,
                  on_dialogue: Callable[[Dialogue], None] | None = None) -> Pool:
     """Complete demos from human annotations (see the module docstring). Stops early once every predictor has
     ``want[p]`` candidates (default: three times its default budget)."""
     want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
+    program = per_claim(program)
     pool = Pool()
     for dialogue in annotated(train):
         for index in dialogue.judged_turns:
@@ -284,8 +293,7 @@ def compile_program(
     if optimizer == "bootstrap":
         teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
                                              max_labeled_demos=0, max_rounds=1, max_errors=len(train) + 1)
-        student = base.deepcopy()
-        compiled = teleprompter.compile(student, teacher=base.deepcopy(), trainset=examples(train))
+        compiled = teleprompter.compile(per_claim(base), teacher=per_claim(base), trainset=examples(train))
         kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
         compiled = install(base, kept, budgets, top_up=base)
     elif optimizer == "mipro":
@@ -293,7 +301,7 @@ def compile_program(
                                     max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
                                     num_threads=threads, seed=seed, max_errors=len(train) + len(dev) + 1,
                                     verbose=False)
-        optimized = teleprompter.compile(base.deepcopy(), trainset=examples(train), valset=examples(dev),
+        optimized = teleprompter.compile(per_claim(base), trainset=examples(train), valset=examples(dev),
                                          num_trials=budget, minibatch=False)
         kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
         # Predictors outside the budgets (the contradiction check) keep the base program's demos.
@@ -315,6 +323,7 @@ def compile_program(
                 if value.agreement > best_score.agreement:
                     best, best_score = candidate, value
             compiled = best
+    compiled.claim_calls = base.claim_calls  # scored as the base is (demos were traced per claim)
     problems = incomplete_demos(compiled)
     if problems:
         raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
@@ -323,7 +332,8 @@ def compile_program(
                                  log=log))
     log(f"  compiled: {compiled_score.as_dict()}")
     metadata = compile_metadata(
-        compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims},
+        compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims,
+                              "claim_calls": base.claim_calls},
         train, dev, describe=describe,
         dev_score={"base_program": base.program_name, "base": seed_score.as_dict(),
                    "compiled": compiled_score.as_dict()},

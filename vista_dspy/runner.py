@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from . import scoring
 from .models import build_adapter
-from .program import IN_FLIGHT, StagedModule
+from .program import IN_FLIGHT, PRIORITY, RequestSlots, StagedModule
 
 if TYPE_CHECKING:
     from .distributed import RayBackend
@@ -198,11 +198,12 @@ def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], Dialog
 async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy.BaseLM, adapter: dspy.Adapter,
                        judge_given_claims: bool, dialogues_at_once: int, concurrency: int,
                        record: Callable[[DialogueVerdict], None]) -> None:
-    IN_FLIGHT.set(asyncio.Semaphore(max(1, concurrency)))
+    IN_FLIGHT.set(RequestSlots(concurrency))
     queue = iter(todo)
 
     async def worker() -> None:
         for dialogue in queue:  # shared iterator: each dialogue is taken by exactly one worker
+            PRIORITY.set(-len(dialogue.turns))  # the longest dialogues' requests first (their chains set wall time)
             with dspy.context(lm=lm, adapter=adapter):
                 verdict = await (program.ajudge_claims(dialogue) if judge_given_claims else program.acall(dialogue))
             record(verdict)
