@@ -79,6 +79,14 @@ def run_pass(name, dialogues, program, config, given, out_dir):
     return measure(name, dialogues, result.verdicts, time.perf_counter() - started, given)
 
 
+def reference_calls(verdicts, summary) -> int:
+    """The reference implementation's calls for the same claims: one Decompose per decomposed assistant turn, one
+    Verify per claim, one Categorize per claim not verified."""
+    claims = [c for v in verdicts for t in v.turns for c in t.claims if c.category != "ERROR"]
+    decompose = summary["usage"]["by_stage"].get("decompose", {}).get("calls", 0)
+    return decompose + len(claims) + sum(c.category != "VERIFIED" for c in claims)
+
+
 def measure(name, dialogues, verdicts, seconds, given):
     """One table row from a pass's verdicts (``seconds`` None when re-reading a finished run)."""
     summary = summarize(verdicts)
@@ -90,6 +98,7 @@ def measure(name, dialogues, verdicts, seconds, given):
         "claims": summary["claims"],
         "s / judged turn": seconds / turns if seconds else None,
         "LM calls / turn": usage["calls"] / turns,
+        "x reference calls": usage["calls"] / reference_calls(verdicts, summary),
         "prompt tok / turn": usage["prompt_tokens"] / turns,
         "completion tok / turn": usage["completion_tokens"] / turns,
         "parse failures": parse_failures(verdicts),
