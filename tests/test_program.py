@@ -308,3 +308,44 @@ def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
     assert program._signature("verify", program.verify.signature, history=False) is None
     with pytest.raises(ValueError, match="reasoning applies to"):
         Vista(reasoning=["judge"])
+
+
+def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
+    from vista_dspy.program import PRIORITY, RequestSlots
+
+    order = []
+
+    async def main():
+        slots = RequestSlots(2)
+        release = asyncio.Event()
+
+        async def request(name, priority):
+            PRIORITY.set(priority)
+            async with slots:
+                order.append(name)
+                await release.wait()
+
+        waiting = [("a", 0), ("b", 0), ("low", 5), ("high", -5), ("mid", 0), ("gone", -9)]
+        tasks = [asyncio.create_task(request(name, priority)) for name, priority in waiting]
+        await asyncio.sleep(0.01)
+        assert order == ["a", "b"]  # two slots: the rest wait
+        tasks[-1].cancel()  # a waiter cancelled while queued gives up its turn
+        release.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return slots
+
+    slots = asyncio.run(main())
+    assert order == ["a", "b", "high", "mid", "low"]
+    assert slots.most_in_flight == 2 and slots._free == 2  # every slot came back
+
+
+def test_a_dialogues_decompose_calls_go_out_together_before_any_verify():
+    dlg = dialogue(user("Tell me about Lisbon."), assistant("Lisbon is the capital of Portugal.", document=DOC),
+                   user("And its hills?"), assistant("Lisbon has seven hills.", document=DOC))
+    for method in ("forward", "aforward"):
+        engine = RuleEngine()
+        verdict, _ = run(dlg, engine, method=method)
+        stages = [stage for stage, _ in engine.requests]
+        # Decompose reads only the text: both turns' calls come first, then the judging, turn by turn.
+        assert stages[:2] == ["decompose", "decompose"] and "decompose" not in stages[2:]
+        assert len(verdict.turns) == 2 and all(t.claims for t in verdict.turns)

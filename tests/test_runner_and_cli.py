@@ -200,15 +200,15 @@ def test_claims_frame_has_one_row_per_claim(dev_file):
     assert list(frame["dialogue_id"].unique()) == [d.id for d in dialogues]
 
 
-@pytest.mark.parametrize("mode", ["per-claim", "batched"])
-def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, dev_file, mode):
+@pytest.mark.parametrize("mode,model", [("per-claim", "openai/fake"), ("batched", "hosted_vllm/fake")])
+def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, dev_file, mode, model):
     from vista_dspy.models import ModelConfig
     from vista_dspy.program import Vista
 
     dialogues = load_dialogues(dev_file)[:12]
     program = Vista.from_program(None, claim_calls=mode)
     with FakeOpenAIServer(latency=0.05) as server:
-        config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=0, cache=False)
+        config = ModelConfig(model=model, api_base=server.url, num_retries=0, cache=False)
         threaded = evaluate(dialogues, program, config.build(), threads=2)
         server.max_in_flight = 0
         concurrent = evaluate(dialogues, program, config.build(), threads=6, concurrency=4,
