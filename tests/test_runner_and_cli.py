@@ -1,3 +1,4 @@
+import copy
 import json
 import os
 import subprocess
@@ -162,6 +163,11 @@ def test_self_hosted_servers_are_sent_max_tokens(model):
         lm = ModelConfig(model, api_base=server.url, max_tokens=77, num_retries=0, cache=False).build()
         ask(lm)
     assert server.last_body["max_tokens"] == 77 and server.last_body["model"] == "fake"
+    # Optimizers copy LMs (BootstrapFewShot, MIPROv2); a copy shares the client and still works.
+    with FakeOpenAIServer() as server:
+        lm = copy.deepcopy(ModelConfig(model, api_base=server.url, num_retries=0, cache=False).build())
+        ask(lm.copy(temperature=0.5))
+    assert server.last_body["temperature"] == 0.5
 
 
 def test_registry_open_weight_models_reach_the_server_with_their_options(monkeypatch):
