@@ -29,7 +29,7 @@ from .baselines import SYSTEMS as BASELINES
 from .data import load_dialogues
 from .data.benchmarks import BENCHMARKS, load_benchmark, sample
 from .metrics import mcnemar_exact
-from .program import StagedModule, Vista
+from .program import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, StagedModule, Vista
 from .runner import RunResult, evaluate, run_settings
 from .schema import Category, Dialogue, DialogueVerdict
 
@@ -51,10 +51,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-history": {"history_in_decompose": False},
     "zero-shot": {"zero_shot": True},
     "contradiction-check": {"check_contradictions": True},
-    # Not ablations of the paper: the other judging modes (the default is batched), for accuracy and cost.
-    "per-claim": {"claim_calls": "per-claim"},
-    "joint": {"claim_calls": "joint"},
 }
+# Not ablations of the paper: the judging modes other than the default, for accuracy and cost.
+ABLATIONS.update({mode: {"claim_calls": mode} for mode in CLAIM_CALLS if mode != DEFAULT_CLAIM_CALLS})
 REFERENCE_SYSTEM = "vista"
 TIMING = "timing.json"
 PLAN = "benchmark.json"

@@ -51,10 +51,10 @@ class ClaimCalls(str, Enum):
     joint = "joint"
 
 
-CLAIM_CALLS_HELP = ("How claims are judged. batched (default): one Verify call and one Categorize call per turn; "
-                    "per-claim: one Verify call per claim and one Categorize call per unverified claim (the "
-                    "paper's method, about 3x the calls); joint: one call per turn for both. Claims a batched "
-                    "answer misses are asked one by one.")
+CLAIM_CALLS_HELP = ("How claims are judged. per-claim (default): one Verify call per claim and one Categorize call "
+                    "per unverified claim (the paper's method); batched: one Verify and one Categorize call per "
+                    "turn (about half the calls of a run; found fewer hallucinations with the local model); "
+                    "joint: one call per turn for both. Claims a batched answer misses are asked one by one.")
 
 
 class Adapter(str, Enum):
@@ -304,7 +304,7 @@ def benchmark(
                        ] = "vista,factscore,factscore-nosplit,judge",
     ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
                                                 "no-history, zero-shot, contradiction-check; and the judging "
-                                                "modes per-claim, joint.")] = "",
+                                                "modes batched, joint.")] = "",
     claim_calls: Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
     model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
                      help="'local' (default) or a DSPy/litellm model string, as for `vista evaluate`.")] = None,
