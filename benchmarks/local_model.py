@@ -31,7 +31,7 @@ from vista_dspy.local import (
     local_model_config,
     resolve_gguf,
 )
-from vista_dspy.metrics import match_claims
+from vista_dspy.metrics import match_claims, mcnemar_exact
 from vista_dspy.models import use_cache_for
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
@@ -144,6 +144,9 @@ def main() -> int:
                         help="judging mode (default per-claim: the mode of runs 1-3 in RESULTS.md)")
     parser.add_argument("--report-only", action="store_true",
                         help="do not run: re-read the verdicts under --out and print the table (no timings)")
+    parser.add_argument("--compare", type=Path, default=None, metavar="OTHER_OUT",
+                        help="with --report-only: exact McNemar of the end-to-end turn labels against another "
+                             "run's --out, on the turns both judged")
     parser.add_argument("--out", type=Path, default=None,
                         help="where the verdicts go (default benchmarks/runs/local-<program>-<turns>)")
     args = parser.parse_args()
@@ -163,6 +166,8 @@ def main() -> int:
                 for name, folder, given in (("end to end", "end-to-end", False), ("given claims", "given", True))
                 if (out / folder / VERDICTS).exists()]
         print_table(rows, args, settings, program, "n/a (re-read)")
+        if args.compare:
+            print_comparison(out, args.compare)
         return 0
     rows = []
     with LocalServer(settings) as server:
@@ -174,6 +179,20 @@ def main() -> int:
         peak = server_peak_rss_gib(server)
     print_table(rows, args, settings, program, peak)
     return 0
+
+
+def print_comparison(out: Path, other: Path) -> None:
+    """Turn accuracy of two end-to-end runs on the same turns, with the exact McNemar test."""
+    def labels(run: Path) -> dict:
+        return {(v.dialogue_id, t.turn_index): (t.gold_label, t.label)
+                for v in read_verdicts(run / "end-to-end" / VERDICTS) for t in v.turns}
+
+    mine, theirs = labels(out), labels(other)
+    both = sorted(set(mine) & set(theirs))
+    test = mcnemar_exact([mine[k][0] for k in both], [mine[k][1] for k in both], [theirs[k][1] for k in both])
+    print(f"\n{len(both)} turns judged by both {out.name} and {other.name}: right in both {test['both_right']}, "
+          f"only in {out.name} "
+          f"{test['a_only']}, only in {other.name} {test['b_only']}; exact McNemar p = {test['pvalue']:.2f}")
 
 
 def print_table(rows, args, settings, program, peak) -> None:
