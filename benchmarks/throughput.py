@@ -6,8 +6,8 @@ on the dev file's dialogues:
   (b) per-claim judging with the claims of a turn and the dialogues in parallel (--concurrency)
   (c) batched judging (one Verify and one Categorize call per turn), same concurrency
   (d) joint judging (one call per turn for both), same concurrency
-For each: LM calls and prompt tokens per judged turn, wall time, speed-up over (a), and the ratio to the ideal
-bound max(longest chain of dependent calls, calls / concurrency) x latency.
+For each: LM calls and prompt tokens per judged turn, wall time, speed-up over (a), the ratio to the ideal
+bound max(longest chain of dependent calls, calls / concurrency) x latency, and this process's CPU per call.
 
 Part 2 (--local N): the embedded local model judges the human claims of the first N judged dev turns per-claim,
 batched and joint: seconds and calls per turn, claim accuracy and macro-F1 against the annotators.
@@ -78,25 +78,25 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
                 ("(d) joint, concurrent", "joint", concurrency, concurrency, native)]
         for name, mode, limit, at_once, config in runs:
             program = Vista.from_program(None, claim_calls=mode)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             result = evaluate(dialogues, program, config.build(), threads=at_once, concurrency=limit)
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             summary = result.summary
             calls = summary["usage"]["total"]["calls"]
             turns = summary["judged_turns"]
             chain = max(chain_length(d, v) for d, v in zip(dialogues, result.verdicts))
             ideal = max(chain, calls / (limit or 1)) * latency
             rows.append((name, calls, calls / turns, summary["usage"]["total"]["prompt_tokens"] / turns, seconds,
-                         ideal, turns, chain))
+                         ideal, turns, chain, 1000 * cpu / calls))
             assert not summary["errors"]["claims"] and not summary["errors"]["dialogue_errors"], summary["errors"]
     base_calls, base_seconds = rows[0][1], rows[0][4]
     print(f"\nfake server, {latency * 1000:.0f} ms per request, {len(dialogues)} dialogues, {rows[0][6]} judged turns,"
           f" concurrency {concurrency}")
     print(f"{'run':<28}{'calls':>7}{'calls/turn':>12}{'x ref calls':>12}{'prompt tok/turn':>17}{'chain':>7}"
-          f"{'ideal s':>9}{'wall s':>9}{'speed-up':>10}{'x ideal':>9}")
-    for name, calls, per_turn, tokens, seconds, ideal, _, chain in rows:
+          f"{'ideal s':>9}{'wall s':>9}{'speed-up':>10}{'x ideal':>9}{'client CPU ms/call':>20}")
+    for name, calls, per_turn, tokens, seconds, ideal, _, chain, cpu in rows:
         print(f"{name:<28}{calls:>7}{per_turn:>12.2f}{calls / base_calls:>12.2f}{tokens:>17.0f}{chain:>7}"
-              f"{ideal:>9.2f}{seconds:>9.2f}{base_seconds / seconds:>10.1f}{seconds / ideal:>9.2f}")
+              f"{ideal:>9.2f}{seconds:>9.2f}{base_seconds / seconds:>10.1f}{seconds / ideal:>9.2f}{cpu:>20.1f}")
 
 
 def local_part(dialogues, turns: int) -> None:
