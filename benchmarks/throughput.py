@@ -35,7 +35,7 @@ import dspy  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import evaluate  # noqa: E402
+from vista_dspy.runner import dialogues_for, evaluate  # noqa: E402
 
 from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
 
@@ -71,11 +71,12 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
         # shows the same run through litellm's client (openai/ + api_base) for comparison.
         native = ModelConfig(model="hosted_vllm/fake", api_base=url, num_retries=0, cache=False)
         litellm = ModelConfig(model="openai/fake", api_base=url, num_retries=0, cache=False)
+        at_once = dialogues_for(concurrency)  # as `vista evaluate --concurrency N` runs
         runs = [("(a) reference pattern", "per-claim", None, 1, native),
-                ("(b) per-claim, concurrent", "per-claim", concurrency, concurrency, native),
-                ("(b') same, litellm client", "per-claim", concurrency, concurrency, litellm),
-                ("(c) batched, concurrent", "batched", concurrency, concurrency, native),
-                ("(d) joint, concurrent", "joint", concurrency, concurrency, native)]
+                ("(b) per-claim, concurrent", "per-claim", concurrency, at_once, native),
+                ("(b') same, litellm client", "per-claim", concurrency, at_once, litellm),
+                ("(c) batched, concurrent", "batched", concurrency, at_once, native),
+                ("(d) joint, concurrent", "joint", concurrency, at_once, native)]
         for name, mode, limit, at_once, config in runs:
             program = Vista.from_program(None, claim_calls=mode)
             started, cpu = time.perf_counter(), time.process_time()
@@ -91,7 +92,7 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
             assert not summary["errors"]["claims"] and not summary["errors"]["dialogue_errors"], summary["errors"]
     base_calls, base_seconds = rows[0][1], rows[0][4]
     print(f"\nfake server, {latency * 1000:.0f} ms per request, {len(dialogues)} dialogues, {rows[0][6]} judged turns,"
-          f" concurrency {concurrency}")
+          f" concurrency {concurrency} ({dialogues_for(concurrency)} dialogues at a time)")
     print(f"{'run':<28}{'calls':>7}{'calls/turn':>12}{'x ref calls':>12}{'prompt tok/turn':>17}{'chain':>7}"
           f"{'ideal s':>9}{'wall s':>9}{'speed-up':>10}{'x ideal':>9}{'client CPU ms/call':>20}")
     for name, calls, per_turn, tokens, seconds, ideal, _, chain, cpu in rows:

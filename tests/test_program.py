@@ -311,7 +311,7 @@ def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
 
 
 def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
-    from vista_dspy.program import PRIORITY, RequestSlots
+    from vista_dspy.models import PRIORITY, RequestSlots
 
     order = []
 
@@ -337,6 +337,26 @@ def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
     slots = asyncio.run(main())
     assert order == ["a", "b", "high", "mid", "low"]
     assert slots.most_in_flight == 2 and slots._free == 2  # every slot came back
+
+
+def test_a_request_slot_is_held_once_per_task_and_by_the_engine_when_it_takes_them():
+    from vista_dspy.models import IN_FLIGHT, ModelConfig, RequestSlots, request_slot
+
+    native = ModelConfig("hosted_vllm/fake", api_base="http://127.0.0.1:9/v1").build()
+    litellm = ModelConfig("openai/fake", api_base="http://127.0.0.1:9/v1").build()
+
+    async def main():
+        slots = RequestSlots(1)
+        IN_FLIGHT.set(slots)
+        async with request_slot(litellm):  # a predictor's call on an LM whose engine knows nothing of slots
+            assert slots._free == 0
+            async with request_slot():  # nested (the engine inside): no second slot, no deadlock
+                assert slots._free == 0
+        async with request_slot(native):  # this LM's engine holds a slot around each HTTP request itself
+            assert slots._free == 1
+        return slots
+
+    assert asyncio.run(main())._free == 1
 
 
 def test_a_dialogues_decompose_calls_go_out_together_before_any_verify():

@@ -157,8 +157,8 @@ def evaluate(
     out: Annotated[Optional[Path], typer.Option(help="Output directory (verdicts.jsonl, summary.json, run.json). "
                                                      "Rerunning into it resumes. Default: vista-runs/<input>__<model>.")] = None,
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: "
-                                                              "--concurrency if given, else 1 with the local "
-                                                              "model and 4 otherwise).")] = None,
+                                                              "twice --concurrency if given, else 1 with the "
+                                                              "local model and 4 otherwise).")] = None,
     backend: Annotated[Backend, typer.Option(help="local (threads or asyncio in this process) or ray (a pool of "
                                                   "Ray workers, each with its own LM client; --api-base may list "
                                                   "several endpoints, spread over the workers).")] = Backend.local,
@@ -207,7 +207,7 @@ def evaluate(
     from .models import use_cache_for
     from .program import Vista, program_for_model
     from .report import print_summary, print_verdict
-    from .runner import RUN, SUMMARY, VERDICTS, evaluate as run_evaluation, run_settings
+    from .runner import RUN, SUMMARY, VERDICTS, dialogues_for, evaluate as run_evaluation, run_settings
 
     console = Console(stderr=json_summary)
     try:
@@ -228,8 +228,7 @@ def evaluate(
     except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     config, server, short_answer_tokens = lm_setup.config, lm_setup.server, lm_setup.short_answer_tokens
-    # On asyncio, enough dialogues at once to keep N requests in flight (the claims of a turn add more).
-    threads = threads or concurrency or lm_setup.threads
+    threads = threads or (dialogues_for(concurrency) if concurrency else lm_setup.threads)
     if system is not System.vista:
         if judge_given_claims or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")

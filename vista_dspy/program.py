@@ -9,10 +9,6 @@ usage) lives in that generator's locals, so one ``Vista`` instance can judge man
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import heapq
-import itertools
 import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +27,7 @@ from dspy.utils.exceptions import (
 )
 
 from . import scoring
+from .models import request_slot
 from .schema import (
     Category,
     ClaimVerdict,
@@ -65,48 +62,6 @@ from .signatures import (
 SEED_PROGRAM = "seed"
 
 
-class RequestSlots:
-    """At most ``limit`` LM requests in flight (an asyncio semaphore), handed out by priority: a waiting request
-    with a lower ``PRIORITY`` goes first, ties in arrival order. The runner gives the calls of longer dialogues
-    priority, since their chains of dependent calls set the wall time of a run."""
-
-    def __init__(self, limit: int) -> None:
-        self._free = max(1, limit)
-        self._waiting: list[tuple[float, int, asyncio.Future]] = []
-        self._arrivals = itertools.count()
-        self.most_in_flight = 0  # for tests and benchmarks
-        self._limit = self._free
-
-    async def __aenter__(self) -> None:
-        if self._free > 0 and not self._waiting:
-            self._free -= 1
-        else:
-            slot = asyncio.get_running_loop().create_future()
-            heapq.heappush(self._waiting, (PRIORITY.get(), next(self._arrivals), slot))
-            try:
-                await slot
-            except asyncio.CancelledError:
-                if slot.done() and not slot.cancelled():
-                    self._release()  # granted just as it was cancelled: pass the slot on
-                raise
-        self.most_in_flight = max(self.most_in_flight, self._limit - self._free)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        while self._waiting:
-            _, _, slot = heapq.heappop(self._waiting)
-            if not slot.done():  # skip waiters cancelled while queued
-                slot.set_result(None)  # the slot passes straight to the next waiter
-                return
-        self._free += 1
-
-
-# A bound on LM requests in flight for the async driver (set by the runner's --concurrency); None = unbounded.
-IN_FLIGHT: contextvars.ContextVar[RequestSlots | None] = contextvars.ContextVar("vista_in_flight", default=None)
-# The priority of the current dialogue's requests for a slot (lower first).
-PRIORITY: contextvars.ContextVar[float] = contextvars.ContextVar("vista_priority", default=0.0)
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 # The paper's method. Batched judging costs about half the calls but, with the local model, found fewer
@@ -320,7 +275,7 @@ class StagedModule(dspy.Module):
         with dspy.track_usage() as tracker:
             for attempt in range(1 + PARSE_RETRIES):
                 try:
-                    async with IN_FLIGHT.get() or contextlib.nullcontext():
+                    async with request_slot(call.predictor.lm or dspy.settings.lm):
                         prediction = await call.predictor.acall(**self._kwargs(call, attempt))
                     error = None
                     break
