@@ -142,6 +142,8 @@ def main() -> int:
     parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
     parser.add_argument("--claim-calls", default="per-claim", choices=("per-claim", "batched", "joint"),
                         help="judging mode (default per-claim: the mode of runs 1-3 in RESULTS.md)")
+    parser.add_argument("--decompose-calls", default="per-turn", choices=("per-turn", "per-dialogue"),
+                        help="one Decompose call per assistant turn (default) or per dialogue")
     parser.add_argument("--report-only", action="store_true",
                         help="do not run: re-read the verdicts under --out and print the table (no timings)")
     parser.add_argument("--compare", type=Path, default=None, metavar="OTHER_OUT",
@@ -156,10 +158,11 @@ def main() -> int:
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
     program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS,
-                                 claim_calls=args.claim_calls)
+                                 claim_calls=args.claim_calls, decompose_calls=args.decompose_calls)
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
-    mode = "" if args.claim_calls == "per-claim" else f"-{args.claim_calls}"
+    mode = ("" if args.claim_calls == "per-claim" else f"-{args.claim_calls}") + \
+        ("" if args.decompose_calls == "per-turn" else f"-{args.decompose_calls}")
     out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}{mode}"
     if args.report_only:
         rows = [measure(name, dialogues, read_verdicts(out / folder / VERDICTS), None, given)
@@ -197,7 +200,7 @@ def print_comparison(out: Path, other: Path) -> None:
 
 def print_table(rows, args, settings, program, peak) -> None:
     print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns} "
-          f"--claim-calls {args.claim_calls}`")
+          f"--claim-calls {args.claim_calls} --decompose-calls {args.decompose_calls}`")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
           f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}; "
           f"server peak RSS {peak}.\n")

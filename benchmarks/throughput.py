@@ -6,6 +6,7 @@ on the dev file's dialogues:
   (b) per-claim judging with the claims of a turn and the dialogues in parallel (--concurrency)
   (c) batched judging (one Verify and one Categorize call per turn), same concurrency
   (d) joint judging (one call per turn for both), same concurrency
+  (e) batched judging with one Decompose call per dialogue instead of one per assistant turn, same concurrency
 For each: LM calls and prompt tokens per judged turn, wall time, speed-up over (a), the ratio to the ideal
 bound max(longest chain of dependent calls, calls / concurrency) x latency, and this process's CPU per call.
 
@@ -39,6 +40,10 @@ from vista_dspy.runner import dialogues_for, evaluate  # noqa: E402
 
 from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
 
+# Judging modes: how the claims of a turn are judged, and how its turns are decomposed.
+MODES = {"per-claim": {"claim_calls": "per-claim"}, "batched": {"claim_calls": "batched"},
+         "joint": {"claim_calls": "joint"},
+         "batched-dialogue": {"claim_calls": "batched", "decompose_calls": "per-dialogue"}}
 DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
 
 
@@ -76,9 +81,10 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
                 ("(b) per-claim, concurrent", "per-claim", concurrency, at_once, native),
                 ("(b') same, litellm client", "per-claim", concurrency, at_once, litellm),
                 ("(c) batched, concurrent", "batched", concurrency, at_once, native),
-                ("(d) joint, concurrent", "joint", concurrency, at_once, native)]
+                ("(d) joint, concurrent", "joint", concurrency, at_once, native),
+                ("(e) batched + per-dialogue", "batched-dialogue", concurrency, at_once, native)]
         for name, mode, limit, at_once, config in runs:
-            program = Vista.from_program(None, claim_calls=mode)
+            program = Vista.from_program(None, **MODES[mode])
             started, cpu = time.perf_counter(), time.process_time()
             result = evaluate(dialogues, program, config.build(), threads=at_once, concurrency=limit)
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

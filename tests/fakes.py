@@ -71,7 +71,7 @@ class RuleEngine:
     @staticmethod
     def _stage(system: str) -> str:
         for stage, marker in (("verify_batch", "list[VerifiedClaim]"), ("categorize_batch", "list[CategorizedClaim]"),
-                              ("joint_batch", "list[JudgedClaim]")):
+                              ("joint_batch", "list[JudgedClaim]"), ("decompose_dialogue", "list[TurnClaims]")):
             if marker in system:
                 return stage
         for stage, marker in (("decompose", "`claims`"), ("facts", "`facts`"), ("support", "`supported`"),
@@ -115,6 +115,20 @@ class RuleEngine:
                     if verified["label"] == "VERIFIED" else self.categorize(claim_inputs))
 
         return self._batch(inputs, judge)
+
+    MARKED_TURN = re.compile(r"\[turn (\d+)\] assistant: (.*?)(?=\n(?:\[turn \d+\] )?(?:user|assistant): |\Z)", re.S)
+
+    def decompose_dialogue(self, inputs):
+        """Each marked turn decomposed as on its own; a turn with <<DROP-TURN>> or <<BAD-DECOMPOSE>> is left out
+        of the answer (so it is asked on its own), <<BAD-DIALOGUE>> anywhere makes the answer unparseable."""
+        if "<<BAD-DIALOGUE>>" in inputs["dialogue"]:
+            return "{broken"
+        turns = []
+        for number, text in self.MARKED_TURN.findall(inputs["dialogue"]):
+            answer = self.decompose({"turn": text}) if "<<DROP-TURN>>" not in text else None
+            if isinstance(answer, dict):
+                turns.append({"turn": int(number), **answer})
+        return {"turns": turns}
 
     def decompose(self, inputs):
         turn = inputs["turn"]

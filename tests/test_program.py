@@ -293,6 +293,49 @@ def test_an_unparseable_batched_answer_falls_back_to_per_claim_calls():
     assert len(engine.inputs_of("verify")) == 2 and verdict.turns[0].label == "hallucinated"
 
 
+@pytest.mark.parametrize("method", ["forward", "aforward"])
+def test_one_decompose_call_per_dialogue_gives_the_per_turn_claims(method):
+    background = dialogue(user("Hi."), assistant("Lisbon is old. Lisbon is hilly.", background=True),
+                          *MANY.turns)  # a background turn is decomposed too
+    reference, _ = run(background)
+    verdict, engine = run(background, method=method, decompose_calls="per-dialogue", claim_calls="batched")
+    assert [[c.claim for c in t.claims] for t in verdict.turns] == [[c.claim for c in t.claims] for t in reference.turns]
+    assert [t.label for t in verdict.turns] == [t.label for t in reference.turns]
+    assert calls(reference, "decompose") == 3 and calls(verdict, "decompose") == 1
+    [asked] = engine.inputs_of("decompose_dialogue")
+    assert asked["dialogue"].count("[turn ") == 3 and "[turn 3] assistant: Lisbon has seven hills." in asked["dialogue"]
+    assert not engine.inputs_of("decompose") and verdict.options["decompose_calls"] == "per-dialogue"
+    # a dialogue with one assistant turn keeps the per-turn call
+    single, engine = run(dialogue(user("q"), assistant("Lisbon has seven hills.", DOC)), decompose_calls="per-dialogue")
+    assert len(engine.inputs_of("decompose")) == 1 and not engine.inputs_of("decompose_dialogue")
+
+
+def test_a_turn_missing_from_the_dialogue_answer_is_decomposed_on_its_own():
+    dlg = dialogue(user("q"), assistant("Lisbon has seven hills.", DOC), user("and?"),
+                   assistant("Lisbon has ten <<DROP-TURN>> hills.", DOC), user("more"),
+                   assistant("Odd <<BAD-DECOMPOSE>> turn.", DOC))
+    verdict, engine = run(dlg, decompose_calls="per-dialogue")
+    assert [i["turn"] for i in engine.inputs_of("decompose")] == ["Lisbon has ten <<DROP-TURN>> hills."] + \
+        ["Odd <<BAD-DECOMPOSE>> turn."] * 2  # unparseable: asked once more
+    assert [len(t.claims) for t in verdict.turns] == [1, 1, 0]
+    assert verdict.turns[2].error.startswith("decompose failed") and calls(verdict, "decompose") == 4  # 1 + 1 + 2
+    broken, engine = run(dialogue(*dlg.turns[:4], user("x"), assistant("<<BAD-DIALOGUE>>", DOC)),
+                         decompose_calls="per-dialogue")
+    assert len(engine.inputs_of("decompose_dialogue")) == 2 and len(engine.inputs_of("decompose")) == 3
+
+
+def test_dialogue_demos_carry_the_per_turn_demos():
+    from vista_dspy.program import dialogue_demos, render_marked
+
+    [demo] = dialogue_demos([dspy.Example(history="user: Hi?", turn="Lisbon is old.", claims=["Lisbon is old."])])
+    assert demo.dialogue == "user: Hi?\n[turn 1] assistant: Lisbon is old." and demo.turns[0].claims == ["Lisbon is old."]
+    assert render_marked(MANY.turns, [1, 3]).splitlines()[1].startswith("[turn 1] assistant: Lisbon is the capital")
+    with pytest.raises(ValueError, match="history_in_decompose"):
+        Vista(decompose_calls="per-dialogue", history_in_decompose=False)
+    with pytest.raises(ValueError, match="decompose_calls must be one of"):
+        Vista(decompose_calls="per-claim")
+
+
 def test_claim_calls_is_validated():
     with pytest.raises(ValueError, match="claim_calls must be one of"):
         Vista(claim_calls="all-at-once")

@@ -54,6 +54,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 }
 # Not ablations of the paper: the judging modes other than the default, for accuracy and cost.
 ABLATIONS.update({mode: {"claim_calls": mode} for mode in CLAIM_CALLS if mode != DEFAULT_CLAIM_CALLS})
+ABLATIONS["batched-dialogue"] = {"claim_calls": "batched", "decompose_calls": "per-dialogue"}  # the fewest calls
 REFERENCE_SYSTEM = "vista"
 TIMING = "timing.json"
 PLAN = "benchmark.json"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .models import ModelConfig
 
 from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SHORT_ANSWER_TOKENS
-from .program import DEFAULT_CLAIM_CALLS
+from .program import CLAIM_CALLS, DECOMPOSE_CALLS, DEFAULT_CLAIM_CALLS
 
 app = typer.Typer(
     help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
@@ -45,16 +45,18 @@ class Backend(str, Enum):
     ray = "ray"
 
 
-class ClaimCalls(str, Enum):
-    per_claim = "per-claim"
-    batched = "batched"
-    joint = "joint"
-
+ClaimCalls = Enum("ClaimCalls", {mode.replace("-", "_"): mode for mode in CLAIM_CALLS}, type=str)
+DecomposeCalls = Enum("DecomposeCalls", {mode.replace("-", "_"): mode for mode in DECOMPOSE_CALLS}, type=str)
 
 CLAIM_CALLS_HELP = ("How claims are judged. per-claim (default): one Verify call per claim and one Categorize call "
                     "per unverified claim (the paper's method); batched: one Verify and one Categorize call per "
                     "turn (about half the calls of a run; found fewer hallucinations with the local model); "
                     "joint: one call per turn for both. Claims a batched answer misses are asked one by one.")
+ClaimCallsOption = Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)]
+DecomposeCallsOption = Annotated[DecomposeCalls, typer.Option(
+    help="How turns are decomposed. per-turn (default): one Decompose call per assistant turn (the paper's "
+         "method); per-dialogue: one call for all the assistant turns of a dialogue (a turn its answer misses is "
+         "asked on its own).")]
 
 
 class Adapter(str, Enum):
@@ -182,7 +184,8 @@ def evaluate(
                                                            "turn? A yes makes the turn hallucinated.")] = False,
     background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
                                                   "facts.")] = True,
-    claim_calls: Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    decompose_calls: DecomposeCallsOption = DecomposeCalls("per-turn"),
     reasoning: Annotated[str, typer.Option(help="Stages run as chain of thought (a reasoning output first), "
                                                 "comma-separated: decompose, verify, categorize.")] = "",
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "
@@ -239,7 +242,7 @@ def evaluate(
             judge = Vista.from_program(program, use_context=context, accumulate=accumulate,
                                        history_in_decompose=history, zero_shot=zero_shot,
                                        seed_background=background, check_contradictions=contradiction_check,
-                                       claim_calls=claim_calls.value,
+                                       claim_calls=claim_calls.value, decompose_calls=decompose_calls.value,
                                        reasoning=[r.strip() for r in reasoning.split(",") if r.strip()],
                                        short_answer_tokens=short_answer_tokens)
         except (FileNotFoundError, KeyError, ValueError) as exc:
@@ -303,8 +306,9 @@ def benchmark(
                        ] = "vista,factscore,factscore-nosplit,judge",
     ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
                                                 "no-history, zero-shot, contradiction-check; and the judging "
-                                                "modes batched, joint.")] = "",
-    claim_calls: Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
+                                                "modes batched, joint, batched-dialogue (batched, with one "
+                                                "Decompose call per dialogue).")] = "",
+    claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
     model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="VISTA_MODEL",
                      help="'local' (default) or a DSPy/litellm model string, as for `vista evaluate`.")] = None,
     api_base: Annotated[Optional[str], typer.Option(envvar="VISTA_API_BASE",

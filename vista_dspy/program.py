@@ -49,12 +49,15 @@ from .signatures import (
     Categorize,
     CheckContradiction,
     Decompose,
+    TURN_MARK,
     JudgedClaim,
     Verify,
+    TurnClaims,
     VerifiedClaim,
     batched,
     joint_instructions,
     number_claims,
+    per_dialogue,
     with_history,
     with_reasoning,
 )
@@ -63,6 +66,8 @@ SEED_PROGRAM = "seed"
 
 
 ClaimCalls = Literal["per-claim", "batched", "joint"]
+DecomposeCalls = Literal["per-turn", "per-dialogue"]
+DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 # The paper's method. Batched judging costs about half the calls but, with the local model, found fewer
 # hallucinated turns end to end (F1 0.574 vs 0.727 on the dev file; benchmarks/RESULTS.md), so it is opt-in.
@@ -93,6 +98,29 @@ def render_history(turns: Sequence[Turn]) -> str:
     if not turns:
         return NO_HISTORY
     return "\n".join(f"{turn.role}: {turn.text}" for turn in turns)
+
+
+def render_marked(turns: Sequence[Turn], marked: Sequence[int]) -> str:
+    """The dialogue up to its last ``marked`` turn, the marked turns numbered [turn 1], [turn 2], ... (for one
+    Decompose call over a whole dialogue)."""
+    numbers = {index: n for n, index in enumerate(marked, start=1)}
+    return "\n".join((TURN_MARK.format(n=numbers[i]) if i in numbers else "") + f"{turn.role}: {turn.text}"
+                     for i, turn in enumerate(turns[: max(marked) + 1]))
+
+
+def dialogue_demos(demos: Sequence[dspy.Example]) -> list[dspy.Example]:
+    """Per-turn Decompose demos as one-call-per-dialogue demos: each demo's history and turn become a dialogue
+    with one marked turn."""
+    converted = []
+    for demo in demos:
+        history = demo.get("history")
+        lines = [] if history in (None, NO_HISTORY) else [history]
+        fields = {"dialogue": "\n".join([*lines, TURN_MARK.format(n=1) + f"assistant: {demo['turn']}"]),
+                  "turns": [TurnClaims(turn=1, claims=list(demo["claims"] or []))]}
+        if demo.get("reasoning") is not None:
+            fields["reasoning"] = demo["reasoning"]
+        converted.append(dspy.Example(**fields))
+    return converted
 
 
 def render_knowledge(knowledge: Sequence[str]) -> str:
@@ -307,6 +335,9 @@ class Vista(StagedModule):
             one Categorize call for all unverified ones), or "joint" (one call deciding VERIFIED or the category).
             Batched answers are checked against the input claims; a claim missing from the answer falls back to
             per-claim calls. Batched prompts reuse the per-claim instructions and demos.
+        decompose_calls: "per-turn" (one Decompose call per assistant turn; the paper's method) or "per-dialogue"
+            (one call for all the assistant turns of a dialogue, marked and numbered in it; a turn missing from the
+            answer falls back to its own call). Per-dialogue prompts reuse the per-turn instructions and demos.
         reasoning: stages run as chain of thought (a ``reasoning`` output before the answer, as
             ``dspy.ChainOfThought``): any of "decompose", "verify", "categorize". Default none.
         short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
@@ -327,11 +358,17 @@ class Vista(StagedModule):
         check_contradictions: bool = False,
         short_answer_tokens: int | None = None,
         claim_calls: ClaimCalls = DEFAULT_CLAIM_CALLS,
+        decompose_calls: DecomposeCalls = "per-turn",
         reasoning: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if claim_calls not in CLAIM_CALLS:
             raise ValueError(f"claim_calls must be one of {', '.join(CLAIM_CALLS)}, not {claim_calls!r}")
+        if decompose_calls not in DECOMPOSE_CALLS:
+            raise ValueError(f"decompose_calls must be one of {', '.join(DECOMPOSE_CALLS)}, not {decompose_calls!r}")
+        if decompose_calls == "per-dialogue" and not history_in_decompose:
+            raise ValueError("decompose_calls='per-dialogue' shows Decompose the whole dialogue: it cannot be "
+                             "combined with history_in_decompose=False")
         self.decompose = dspy.Predict(Decompose)
         self.verify = dspy.Predict(Verify)
         self.categorize = dspy.Predict(Categorize)
@@ -344,6 +381,7 @@ class Vista(StagedModule):
         self.check_contradictions = check_contradictions
         self.short_answer_tokens = short_answer_tokens
         self.claim_calls = claim_calls
+        self.decompose_calls = decompose_calls
         unknown = set(reasoning) - set(REASONING_STAGES)
         if unknown:
             raise ValueError(f"reasoning applies to {', '.join(REASONING_STAGES)}, not {', '.join(sorted(unknown))}")
@@ -377,6 +415,7 @@ class Vista(StagedModule):
             "check_contradictions": self.check_contradictions,
             "short_answer_tokens": self.short_answer_tokens,
             "claim_calls": self.claim_calls,
+            "decompose_calls": self.decompose_calls,
             "reasoning": list(self.reasoning),
         }
 
@@ -438,17 +477,11 @@ class Vista(StagedModule):
         verify_signature = self._signature("verify", self.verify.signature, history=self.use_context)
         categorize_signature = self._signature("categorize", self.categorize.signature, history=self.use_context)
 
-        def account(stage: str, result: StageResult) -> StageResult:
-            return add_usage(usage, stage, result)
-
-        # 1. Claims: given, or decomposed. Decompose reads only the dialogue's text, never the store, so every
-        # turn's call goes out at once (in parallel under the async driver): the chain of dependent calls is then
-        # one Decompose round plus the Verify/Categorize rounds of the judged turns, not a round per turn.
+        # 1. Claims: given, or decomposed.
         to_decompose = [i for i, t in enumerate(dialogue.turns)
                         if t.role == "assistant" and not (given is not None and i in given)]
-        decomposed = dict(zip(to_decompose, (yield [
-            StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, i), decompose_signature)
-            for i in to_decompose]) if to_decompose else []))
+        decomposed = (yield from self._decompose(dialogue, to_decompose, decompose_signature, usage)
+                      ) if to_decompose else {}
 
         for index, turn in enumerate(dialogue.turns):
             if turn.role == "user":
@@ -463,7 +496,6 @@ class Vista(StagedModule):
             else:
                 source = "decomposed"
                 result = decomposed[index]
-                account("decompose", result)
                 if result.error is not None:
                     decompose_error, claims = f"decompose failed: {result.error}", []
                 else:
@@ -528,6 +560,28 @@ class Vista(StagedModule):
             )
 
         return self._verdict(dialogue, verdicts, usage, errors)
+
+    def _decompose(self, dialogue: Dialogue, indices: list[int], signature: type[dspy.Signature] | None,
+                   usage: Usage) -> Generator[list[StageCall], list[StageResult], dict[int, StageResult]]:
+        """{turn index: Decompose result} for the assistant turns at ``indices``. Decompose reads only the dialogue's
+        text, never the store, so all its calls go out at once (in parallel under the async driver): the chain of
+        dependent calls is one Decompose round plus the judged turns' Verify/Categorize rounds. Per dialogue, one
+        call answers for every turn; a turn it misses (or numbers twice) is asked on its own."""
+        results: dict[int, StageResult] = {}
+        if self.decompose_calls == "per-dialogue" and len(indices) > 1:
+            call = StageCall("decompose", self.decompose, {"dialogue": render_marked(dialogue.turns, indices)},
+                             per_dialogue(signature or self.decompose.signature),
+                             demos=dialogue_demos(self.decompose.demos))
+            [result] = yield [call]
+            for n, item in self._answers(add_usage(usage, "decompose", result), len(indices), "turns", "turn").items():
+                results[indices[n]] = StageResult(dspy.Prediction(claims=item.claims), None)
+        missing = [i for i in indices if i not in results]
+        if missing:
+            calls = [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, i), signature)
+                     for i in missing]
+            for i, result in zip(missing, (yield calls)):
+                results[i] = add_usage(usage, "decompose", result)
+        return results
 
     # ---- claims of one turn: per claim, or in one call with a per-claim fallback ------------------------------
     def _verify(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
@@ -606,19 +660,20 @@ class Vista(StagedModule):
         return batch_demos(as_joint, JudgedClaim)
 
     @staticmethod
-    def _answers(result: StageResult, n: int) -> dict[int, Any]:
-        """{claim index: answer item} from a batched answer: numbers outside 1..n (invented claims) and repeated
-        numbers are ignored, so those claims count as missing."""
+    def _answers(result: StageResult, n: int, field: str = "verdicts", key: str = "claim") -> dict[int, Any]:
+        """{item index: answer item} from a batched answer (claims, or a dialogue's turns): numbers outside 1..n
+        (invented items) and repeated numbers are ignored, so those items count as missing."""
         if result.error is not None:
             return {}
         answers: dict[int, Any] = {}
         repeated: set[int] = set()
-        for item in result.prediction.verdicts or []:
-            if not 1 <= item.claim <= n:
+        for item in getattr(result.prediction, field) or []:
+            number = getattr(item, key)
+            if not 1 <= number <= n:
                 continue
-            if item.claim - 1 in answers:
-                repeated.add(item.claim - 1)
-            answers[item.claim - 1] = item
+            if number - 1 in answers:
+                repeated.add(number - 1)
+            answers[number - 1] = item
         return {i: a for i, a in answers.items() if i not in repeated}
 
     def _per_claim(self, result: StageResult, field: str, single: list[StageCall], usage: Usage

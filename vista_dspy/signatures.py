@@ -207,6 +207,31 @@ def number_claims(claims: list[str]) -> str:
     return "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, start=1))
 
 
+# ---- all assistant turns of a dialogue in one Decompose call ----------------------------------------------------
+class TurnClaims(BaseModel):
+    turn: int  # the assistant turn's number, as marked in the dialogue
+    claims: ClaimList
+
+
+TURN_MARK = "[turn {n}] "
+DIALOGUE_NOTE = """
+
+The dialogue comes whole, one 'role: text' line per turn, and the assistant turns to decompose are marked
+[turn 1], [turn 2], ... Decompose each marked turn on its own, exactly as described above: the lines before it are
+its history. Answer with one entry per marked turn, in order, each carrying the turn's number."""
+DIALOGUE_DESC = "the whole dialogue, one 'role: text' line per turn; the turns to decompose are marked [turn N]"
+
+
+@_variant
+def per_dialogue(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """The one-call-per-dialogue twin of Decompose (possibly compiled, possibly chain of thought): the same
+    instructions, the whole dialogue in, one ``TurnClaims`` per marked assistant turn out."""
+    batch = signature.delete("history").delete("turn").delete("claims")
+    batch = batch.append("dialogue", dspy.InputField(desc=DIALOGUE_DESC), type_=str)
+    batch = batch.append("turns", dspy.OutputField(desc="one entry per marked turn, in order"), type_=list[TurnClaims])
+    return batch.with_instructions(signature.instructions + DIALOGUE_NOTE)
+
+
 # ---- baselines ------------------------------------------------------------------------------------------------
 class AtomicFacts(dspy.Signature):
     """List the atomic facts that the text states: short, independent statements that each carry one piece of
