@@ -65,9 +65,9 @@ def test_rerun_with_other_settings_is_refused(tmp_path, dev_file):
 def test_a_run_from_before_a_setting_existed_resumes_under_its_old_value(tmp_path, dev_file):
     dialogues = load_dialogues(dev_file)[:2]
     evaluate(dialogues[:1], Vista.from_program(), rule_lm(), out_dir=tmp_path, settings={"model": "a"})
-    # run.json as an older version wrote it: without claim_calls / reasoning.
+    # run.json as an older version wrote it: without claim_calls / decompose_calls / reasoning.
     (tmp_path / "run.json").write_text(json.dumps({"model": "a"}))
-    current = {"model": "a", "claim_calls": "per-claim", "reasoning": []}
+    current = {"model": "a", "claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": []}
     assert evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path, settings=current).resumed == 1
     with pytest.raises(RunConflict, match="claim_calls: 'per-claim' -> 'batched'"):
         evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path,
@@ -196,6 +196,21 @@ def test_cli_runs_a_baseline_over_http(tmp_path, dev_file):
     assert result.exit_code == 2 and "apply to --system vista only" in result.output
 
 
+def test_cli_fewest_calls_mode_over_http_records_its_settings(tmp_path, dev_file):
+    with FakeOpenAIServer() as server:
+        result = runner.invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
+                                     server.url, "--limit", "6", "--out", str(tmp_path / "o"), "--no-cache",
+                                     "--claim-calls", "batched", "--decompose-calls", "per-dialogue",
+                                     "--concurrency", "3"])
+    assert result.exit_code == 0, result.output
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert (run["claim_calls"], run["decompose_calls"]) == ("batched", "per-dialogue")
+    verdicts = read_verdicts(tmp_path / "o" / VERDICTS)
+    assert len(verdicts) == 6 and not any(t.error for v in verdicts for t in v.turns)
+    multi = [v for v, d in zip(verdicts, load_dialogues(dev_file)[:6]) if sum(t.role == "assistant" for t in d.turns) > 1]
+    assert multi and all(v.usage.by_stage["decompose"].calls == 1 for v in multi)
+
+
 def test_claims_frame_has_one_row_per_claim(dev_file):
     from vista_dspy.report import claims_frame
 
@@ -218,10 +233,12 @@ def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, de
         config = ModelConfig(model=model, api_base=server.url, num_retries=0, cache=False)
         threaded = evaluate(dialogues, program, config.build(), threads=2)
         server.max_in_flight = 0
-        concurrent = evaluate(dialogues, program, config.build(), threads=6, concurrency=4,
-                              out_dir=tmp_path / "async")
+        lm = config.build()
+        concurrent = evaluate(dialogues, program, lm, threads=6, concurrency=4, out_dir=tmp_path / "async")
     assert 2 < server.max_in_flight <= 4  # the bound holds at the server, whichever side of the engine takes slots
     assert gc.get_freeze_count() == 0  # the run's gc.freeze() is undone
+    if model.startswith("hosted_vllm/"):  # the native client's connections were closed with the run's event loop
+        assert not lm._async_engine_spec.engines
     assert [v.model_dump(exclude={"usage"}) for v in concurrent.verdicts] == \
         [v.model_dump(exclude={"usage"}) for v in threaded.verdicts]
     assert len(read_verdicts(tmp_path / "async" / VERDICTS)) == 12

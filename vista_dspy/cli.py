@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -664,20 +665,21 @@ def dspy_context(config) -> contextlib.AbstractContextManager:
 def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,
                    n_dev: int | None) -> tuple[tuple[list, dict], tuple[list, dict]]:
     """The --train and --dev dialogues of `vista compile` / `vista study`, each with its description."""
-    from .bench import default_data_dir
+    from .bench import default_data_dir, load_dataset
 
     data_dir = data_dir or default_data_dir()
-    return _compile_split(train, data_dir, seed, n_train), _compile_split(dev, data_dir, seed, n_dev)
+    load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))  # train and dev: one file
+    return _compile_split(train, data_dir, seed, n_train, load), _compile_split(dev, data_dir, seed, n_dev, load)
 
 
-def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None) -> tuple[list, dict]:
+def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Callable) -> tuple[list, dict]:
     """DATASET[=PATH][:part] -> (dialogues, description); part: train / dev halves of a seeded split, or all."""
-    from .bench import load_dataset, parse_datasets
+    from .bench import parse_datasets
     from .data.benchmarks import sample, split
 
     head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in ("train", "dev", "all") else (spec, "", "all")
     [(dataset, path)] = parse_datasets(head, data_dir).items()
-    dialogues = load_dataset(dataset, path, None, seed)
+    dialogues = load(dataset, path)
     if part != "all":
         first, second = split(dialogues, 0.5, seed, group=lambda d: d.source.get("dialogue_id", d.id))
         dialogues = first if part == "train" else second

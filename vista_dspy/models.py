@@ -156,6 +156,14 @@ async def request_slot(lm: Any = None):
         _HOLDS_SLOT.reset(token)
 
 
+async def aclose_client(lm: Any) -> None:
+    """Closes the connections the LM's async engine opened on the running event loop, if it is one of ours (an
+    engine given by the caller stays the caller's to close)."""
+    engine = _async_engine_of(lm)
+    if getattr(engine, "connections_per_loop", False):
+        await engine.aclose()
+
+
 def _async_engine_of(lm: Any) -> Any:
     return getattr(lm, "_async_engine_spec", None)  # dspy.LM's async engine object, if one was given
 
@@ -196,6 +204,7 @@ def _endpoint_engines(api_base: str, api_key: str, timeout: float | None) -> dic
 
     class PerLoop(Shared):
         takes_request_slots = True  # a request slot is held around the HTTP request only (see request_slot)
+        connections_per_loop = True  # closed by aclose_client when the runner's loop ends
 
         def __init__(self) -> None:
             self.engines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -207,6 +216,12 @@ def _endpoint_engines(api_base: str, api_key: str, timeout: float | None) -> dic
                 engine = self.engines[loop] = AsyncLM15Engine(config)
             async with request_slot():
                 return await engine.complete(request)
+
+        async def aclose(self) -> None:
+            """Closes this event loop's connections (the runner calls it before its loop ends)."""
+            engine = self.engines.pop(asyncio.get_running_loop(), None)
+            if engine is not None:
+                await engine.aclose()
 
     return {"engine": Sync(), "async_engine": PerLoop()}
 

@@ -23,7 +23,7 @@ import dspy
 from pydantic import ValidationError
 
 from . import scoring
-from .models import IN_FLIGHT, PRIORITY, RequestSlots, build_adapter
+from .models import IN_FLIGHT, PRIORITY, RequestSlots, aclose_client, build_adapter
 from .program import StagedModule
 
 if TYPE_CHECKING:
@@ -220,7 +220,10 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
                 verdict = await (program.ajudge_claims(dialogue) if judge_given_claims else program.acall(dialogue))
             record(verdict)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, dialogues_at_once))))
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, dialogues_at_once))))
+    finally:
+        await aclose_client(lm)
 
 
 def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], out_dir: Path | None, resumed: int,
