@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .models import ModelConfig
 
 from .local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SHORT_ANSWER_TOKENS
-from .program import CLAIM_CALLS, DECOMPOSE_CALLS, DEFAULT_CLAIM_CALLS
+from .program import CLAIM_CALLS, DECOMPOSE_CALLS, DEFAULT_CLAIM_CALLS, DEFAULT_DECOMPOSE_CALLS
 
 app = typer.Typer(
     help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
@@ -186,7 +186,7 @@ def evaluate(
     background: Annotated[bool, typer.Option(help="Seed the knowledge store with each dialogue's background "
                                                   "facts.")] = True,
     claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
-    decompose_calls: DecomposeCallsOption = DecomposeCalls("per-turn"),
+    decompose_calls: DecomposeCallsOption = DecomposeCalls(DEFAULT_DECOMPOSE_CALLS),
     reasoning: Annotated[str, typer.Option(help="Stages run as chain of thought (a reasoning output first), "
                                                 "comma-separated: decompose, verify, categorize.")] = "",
     adapter: Annotated[Adapter, typer.Option(help="How DSPy formats prompts and parses answers (the local model "

@@ -174,10 +174,10 @@ class Pool:
 
 
 def per_claim(program: Vista) -> Vista:
-    """A copy judging one claim per call: demos are traced from single-claim calls (the layout every predictor
-    keeps), whatever mode the program is scored in."""
+    """A copy judging one claim per call and decomposing one turn per call: demos are traced from those calls (the
+    layout every predictor keeps), whatever mode the program is scored in."""
     copy = program.deepcopy()
-    copy.claim_calls = "per-claim"
+    copy.claim_calls, copy.decompose_calls = "per-claim", "per-turn"
     return copy
 
 
@@ -323,7 +323,8 @@ def compile_program(
                 if value.agreement > best_score.agreement:
                     best, best_score = candidate, value
             compiled = best
-    compiled.claim_calls = base.claim_calls  # scored as the base is (demos were traced per claim)
+    # Scored as the base is (demos were traced per claim and per turn).
+    compiled.claim_calls, compiled.decompose_calls = base.claim_calls, base.decompose_calls
     problems = incomplete_demos(compiled)
     if problems:
         raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
