@@ -79,12 +79,15 @@ def run_pass(name, dialogues, program, config, given, out_dir):
     return measure(name, dialogues, result.verdicts, time.perf_counter() - started, given)
 
 
-def reference_calls(verdicts, summary) -> int:
-    """The reference implementation's calls for the same claims: one Decompose per decomposed assistant turn, one
-    Verify per claim, one Categorize per claim not verified."""
+def reference_calls(dialogues, verdicts, given: bool) -> int:
+    """The reference implementation's calls for the same claims: one Decompose per decomposed assistant turn (with
+    given claims, the judged turns are not decomposed), one Verify per claim, one Categorize per claim not
+    verified."""
+    judged = {v.dialogue_id for v in verdicts}
+    decomposed = sum(turn.role == "assistant" and not (given and turn.judged)
+                     for d in dialogues if d.id in judged for turn in d.turns)
     claims = [c for v in verdicts for t in v.turns for c in t.claims if c.category != "ERROR"]
-    decompose = summary["usage"]["by_stage"].get("decompose", {}).get("calls", 0)
-    return decompose + len(claims) + sum(c.category != "VERIFIED" for c in claims)
+    return decomposed + len(claims) + sum(c.category != "VERIFIED" for c in claims)
 
 
 def measure(name, dialogues, verdicts, seconds, given):
@@ -98,7 +101,7 @@ def measure(name, dialogues, verdicts, seconds, given):
         "claims": summary["claims"],
         "s / judged turn": seconds / turns if seconds else None,
         "LM calls / turn": usage["calls"] / turns,
-        "x reference calls": usage["calls"] / reference_calls(verdicts, summary),
+        "x reference calls": usage["calls"] / reference_calls(dialogues, verdicts, given),
         "prompt tok / turn": usage["prompt_tokens"] / turns,
         "completion tok / turn": usage["completion_tokens"] / turns,
         "parse failures": parse_failures(verdicts),

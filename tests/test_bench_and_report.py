@@ -85,6 +85,8 @@ def test_plan_parsing_and_systems(tmp_path):
     ablated = build_system("vista-no-history")
     assert isinstance(ablated, Vista) and ablated.history_in_decompose is False and ablated.accumulate is True
     assert build_system("vista-ctx").use_context is True
+    cheapest = build_system("vista-batched-dialogue")
+    assert (cheapest.claim_calls, cheapest.decompose_calls) == ("batched", "per-dialogue")
     assert build_system("factscore-nosplit").program_name == "factscore-nosplit"
 
 
