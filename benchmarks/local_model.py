@@ -31,7 +31,7 @@ from vista_dspy.local import (
     local_model_config,
     resolve_gguf,
 )
-from vista_dspy.metrics import match_claims, mcnemar_exact
+from vista_dspy.metrics import match_claims, mcnemar_exact, paired_f1_difference
 from vista_dspy.models import use_cache_for
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
@@ -195,10 +195,14 @@ def print_comparison(out: Path, other: Path) -> None:
 
     mine, theirs = labels(out), labels(other)
     both = sorted(set(mine) & set(theirs))
-    test = mcnemar_exact([mine[k][0] for k in both], [mine[k][1] for k in both], [theirs[k][1] for k in both])
+    gold, a, b = [mine[k][0] for k in both], [mine[k][1] for k in both], [theirs[k][1] for k in both]
+    test = mcnemar_exact(gold, a, b)
     print(f"\n{len(both)} turns judged by both {out.name} and {other.name}: right in both {test['both_right']}, "
           f"only in {out.name} "
           f"{test['a_only']}, only in {other.name} {test['b_only']}; exact McNemar p = {test['pvalue']:.2f}")
+    f1 = paired_f1_difference(gold, a, b, "hallucinated")
+    print(f"F1 of the hallucinated class, {out.name} minus {other.name}: {f1['difference']:+.3f} "
+          f"(95 % paired bootstrap CI {f1['low']:+.3f} to {f1['high']:+.3f})")
 
 
 def print_table(rows, args, settings, program, peak) -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from vista_dspy.metrics import krippendorff_alpha, match_claims, mcnemar_exact, token_f1
+from vista_dspy.metrics import krippendorff_alpha, match_claims, mcnemar_exact, paired_f1_difference, token_f1
 
 
 def test_mcnemar_exact_counts_discordant_pairs():
@@ -14,6 +14,20 @@ def test_mcnemar_exact_counts_discordant_pairs():
     assert same["pvalue"] == 1.0
     with pytest.raises(ValueError):
         mcnemar_exact(gold, a, b[:-1])
+
+
+def test_paired_f1_difference_matches_sklearn_with_a_bootstrap_interval():
+    from sklearn.metrics import f1_score
+
+    gold = ["h", "h", "f", "h", "f", "f", "h", "h", "f", "h"] * 10
+    a = ["h", "h", "f", "h", "f", "h", "h", "f", "f", "h"] * 10
+    b = ["h", "f", "f", "f", "h", "f", "f", "h", "f", "h"] * 10
+    result = paired_f1_difference(gold, a, b, "h", resamples=999)
+    expected = f1_score(gold, a, pos_label="h") - f1_score(gold, b, pos_label="h")
+    assert result["difference"] == pytest.approx(expected)
+    assert 0 < result["low"] < expected < result["high"]  # A is better, and the interval excludes no difference
+    same = paired_f1_difference(gold, a, a, "h", resamples=999)
+    assert same["difference"] == 0 and same["low"] <= 0 <= same["high"]
 
 
 def test_krippendorff_alpha_nominal():

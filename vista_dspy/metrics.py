@@ -7,6 +7,7 @@ the paper's comparisons need, on top of statsmodels, krippendorff and scipy rath
 from __future__ import annotations
 
 import re
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,36 @@ def mcnemar_exact(gold: Sequence[Any], system_a: Sequence[Any], system_b: Sequen
     pvalue = 1.0 if a_only + b_only == 0 else float(_mcnemar(table, exact=True).pvalue)
     return {"items": len(gold), "both_right": table[0][0], "a_only": a_only, "b_only": b_only,
             "both_wrong": table[1][1], "pvalue": pvalue}
+
+
+def paired_f1_difference(gold: Sequence[Any], system_a: Sequence[Any], system_b: Sequence[Any], positive: Any, *,
+                         confidence: float = 0.95, resamples: int = 9999, seed: int = 0) -> dict[str, float]:
+    """F1 of the ``positive`` class for system A minus system B on the same items, with a paired bootstrap
+    confidence interval (scipy.stats.bootstrap, BCa, items resampled together)."""
+    from scipy.stats import bootstrap
+
+    if not len(gold) == len(system_a) == len(system_b):
+        raise ValueError("gold and both systems must cover the same items")
+    codes = {label: i for i, label in enumerate(dict.fromkeys([*gold, *system_a, *system_b, positive]))}
+    g, a, b = (np.array([codes[x] for x in xs]) for xs in (gold, system_a, system_b))
+    label = codes[positive]
+
+    def f1(g, predicted):  # 2TP / (2TP + FP + FN); sklearn's f1_score costs ~1 ms a call, 20,000 calls here
+        tp = np.sum((predicted == label) & (g == label))
+        wrong = np.sum((predicted == label) != (g == label))
+        return 2 * tp / (2 * tp + wrong) if tp or wrong else 0.0
+
+    def difference(g, a, b):
+        return f1(g, a) - f1(g, b)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate distribution (e.g. identical systems) is handled below
+        result = bootstrap((g, a, b), difference, paired=True, vectorized=False, confidence_level=confidence,
+                           n_resamples=resamples, random_state=seed)
+    low, high = result.confidence_interval
+    if np.isnan(low) or np.isnan(high):  # BCa is undefined there: the percentile interval
+        low, high = np.percentile(result.bootstrap_distribution, [50 * (1 - confidence), 50 * (1 + confidence)])
+    return {"difference": float(difference(g, a, b)), "low": float(low), "high": float(high)}
 
 
 def krippendorff_alpha(ratings: Sequence[Sequence[Any]]) -> float:
