@@ -167,14 +167,18 @@ def evaluate(
             _judge_threaded(todo, judge, threads, record)
     interrupted = False
     # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and stalls
-    # every request in flight meanwhile. The objects alive before the run are left out of collections during it.
-    gc.freeze()
+    # every request in flight meanwhile. The objects alive before the run are left out of collections during it
+    # (unless the caller froze objects itself: its freeze is left as it is).
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
         drive()
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
         if handle is not None:
             handle.close()
     return _result(dialogues, done, out_dir, resumed, interrupted)
