@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
 
 import dspy  # noqa: E402
 
+from vista_dspy.bench import ABLATIONS  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
@@ -40,10 +41,9 @@ from vista_dspy.runner import dialogues_for, evaluate  # noqa: E402
 
 from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
 
-# Judging modes: how the claims of a turn are judged, and how its turns are decomposed.
-MODES = {"per-claim": {"claim_calls": "per-claim"}, "batched": {"claim_calls": "batched"},
-         "joint": {"claim_calls": "joint"},
-         "batched-dialogue": {"claim_calls": "batched", "decompose_calls": "per-dialogue"}}
+# Judging modes: per-claim judging with per-turn Decompose (the paper's method) and `vista benchmark`'s mode ablations.
+MODES = {"per-claim": {"claim_calls": "per-claim", "decompose_calls": "per-turn"},
+         **{mode: ABLATIONS[mode] for mode in ("batched", "joint", "batched-dialogue")}}
 DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
 
 

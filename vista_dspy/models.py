@@ -231,9 +231,10 @@ class _PromptPartsMemo:
     few-shot demos -- once per (signature, demos) content, instead of once per call.
 
     DSPy rebuilds them for every call (pydantic schemas, JSON serialisation of every demo field): about a fifth of
-    the client CPU of a call (5.1 -> 4.2 ms measured), which bounds throughput at high concurrency. The memo is keyed on content, not identity
-    (batched judging rebuilds equal signatures and demo lists per turn), and its output is the stock adapter's,
-    byte for byte, so LM cache keys and answers do not change (tests/test_adapters.py compares them).
+    the client CPU of a call (5.1 -> 4.2 ms measured), which bounds throughput at high concurrency. The memo is keyed
+    on content, not identity (batched judging rebuilds equal signatures and demo lists per turn), and its output is
+    the stock adapter's, byte for byte, so LM cache keys and answers do not change (tests/test_adapters.py compares
+    them).
     """
 
     MEMO_SIZE = 512  # distinct (signature, demos) parts kept; a run uses a few dozen

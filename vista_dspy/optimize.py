@@ -173,7 +173,7 @@ class Pool:
         return chosen
 
 
-def per_claim(program: Vista) -> Vista:
+def one_item_per_call(program: Vista) -> Vista:
     """A copy judging one claim per call and decomposing one turn per call: demos are traced from those calls (the
     layout every predictor keeps), whatever mode the program is scored in."""
     copy = program.deepcopy()
@@ -187,7 +187,7 @@ def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | No
     """Complete demos from human annotations (see the module docstring). Stops early once every predictor has
     ``want[p]`` candidates (default: three times its default budget)."""
     want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
-    program = per_claim(program)
+    program = one_item_per_call(program)
     pool = Pool()
     for dialogue in annotated(train):
         for index in dialogue.judged_turns:
@@ -293,7 +293,8 @@ def compile_program(
     if optimizer == "bootstrap":
         teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
                                              max_labeled_demos=0, max_rounds=1, max_errors=len(train) + 1)
-        compiled = teleprompter.compile(per_claim(base), teacher=per_claim(base), trainset=examples(train))
+        compiled = teleprompter.compile(one_item_per_call(base), teacher=one_item_per_call(base),
+                                        trainset=examples(train))
         kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
         compiled = install(base, kept, budgets, top_up=base)
     elif optimizer == "mipro":
@@ -301,7 +302,7 @@ def compile_program(
                                     max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
                                     num_threads=threads, seed=seed, max_errors=len(train) + len(dev) + 1,
                                     verbose=False)
-        optimized = teleprompter.compile(per_claim(base), trainset=examples(train), valset=examples(dev),
+        optimized = teleprompter.compile(one_item_per_call(base), trainset=examples(train), valset=examples(dev),
                                          num_trials=budget, minibatch=False)
         kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
         # Predictors outside the budgets (the contradiction check) keep the base program's demos.

@@ -96,17 +96,22 @@ def program_for_model(model: str | None) -> str:
     return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM
 
 
+def render_line(role: str, text: str) -> str:
+    """One turn as the prompts show it."""
+    return f"{role}: {text}"
+
+
 def render_history(turns: Sequence[Turn]) -> str:
     if not turns:
         return NO_HISTORY
-    return "\n".join(f"{turn.role}: {turn.text}" for turn in turns)
+    return "\n".join(render_line(turn.role, turn.text) for turn in turns)
 
 
 def render_marked(turns: Sequence[Turn], marked: Sequence[int]) -> str:
     """The dialogue up to its last ``marked`` turn, the marked turns numbered [turn 1], [turn 2], ... (for one
     Decompose call over a whole dialogue)."""
     numbers = {index: n for n, index in enumerate(marked, start=1)}
-    return "\n".join((TURN_MARK.format(n=numbers[i]) if i in numbers else "") + f"{turn.role}: {turn.text}"
+    return "\n".join((TURN_MARK.format(n=numbers[i]) if i in numbers else "") + render_line(turn.role, turn.text)
                      for i, turn in enumerate(turns[: max(marked) + 1]))
 
 
@@ -117,7 +122,7 @@ def dialogue_demos(demos: Sequence[dspy.Example]) -> list[dspy.Example]:
     for demo in demos:
         history = demo.get("history")
         lines = [] if history in (None, NO_HISTORY) else [history]
-        fields = {"dialogue": "\n".join([*lines, TURN_MARK.format(n=1) + f"assistant: {demo['turn']}"]),
+        fields = {"dialogue": "\n".join([*lines, TURN_MARK.format(n=1) + render_line("assistant", demo["turn"])]),
                   "turns": [TurnClaims(turn=1, claims=list(demo["claims"] or []))]}
         if demo.get("reasoning") is not None:
             fields["reasoning"] = demo["reasoning"]
