@@ -47,13 +47,14 @@ MODES = {"per-claim": {"claim_calls": "per-claim", "decompose_calls": "per-turn"
 DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
 
 
-def chain_length(dialogue, verdict) -> int:
+def chain_length(dialogue, verdict, joint: bool) -> int:
     """Rounds of dependent calls: one round of Decompose calls (they read only the dialogue's text), then the
-    judged turns in order (each reads the store the turns before it built), each Verify -> (Categorize)."""
+    judged turns in order (each reads the store the turns before it built), each Verify -> (Categorize), or one
+    joint call (whose categorized claims also carry stage "categorize")."""
     rounds = 1 if any(turn.role == "assistant" for turn in dialogue.turns) else 0
     for judged in verdict.turns:
         claims = judged.claims
-        rounds += (1 if claims else 0) + (1 if any(c.stage == "categorize" for c in claims) else 0)
+        rounds += (1 if claims else 0) + (1 if any(c.stage == "categorize" for c in claims) and not joint else 0)
     return rounds
 
 
@@ -91,7 +92,8 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
             summary = result.summary
             calls = summary["usage"]["total"]["calls"]
             turns = summary["judged_turns"]
-            chain = max(chain_length(d, v) for d, v in zip(dialogues, result.verdicts))
+            joint = program.claim_calls == "joint"
+            chain = max(chain_length(d, v, joint) for d, v in zip(dialogues, result.verdicts))
             ideal = max(chain, calls / (limit or 1)) * latency
             rows.append((name, calls, calls / turns, summary["usage"]["total"]["prompt_tokens"] / turns, seconds,
                          ideal, turns, chain, 1000 * cpu / calls))
