@@ -32,7 +32,7 @@ from vista_dspy.local import (
     resolve_gguf,
 )
 from vista_dspy.metrics import match_claims, mcnemar_exact, paired_f1_difference
-from vista_dspy.models import use_cache_for
+from vista_dspy.clients import use_cache_for
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
 

@@ -14,13 +14,11 @@ from typer.testing import CliRunner
 
 from conftest import SHARED_DATA
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
-from vista_dspy.bench import (
-    Plan, abstention_table, accuracy_table, build_system, contradiction_table, markdown, parse_datasets,
-    run_benchmark, system_names,
-)
+from vista_dspy.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
 from vista_dspy.cli import app
 from vista_dspy.program import Vista
 from vista_dspy.report import build_report, screenshot
+from vista_dspy.tables import abstention_table, accuracy_table, contradiction_table, markdown
 
 runner = CliRunner()
 

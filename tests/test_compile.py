@@ -8,13 +8,14 @@ import dspy
 import pytest
 
 from fakes import RuleEngine, rule_lm
-from vista_dspy import program as program_module
+from vista_dspy import compiled as compiled_module
 from vista_dspy.data import load_dialogues
 from vista_dspy.models import MODELS, program_name_for
 from vista_dspy.optimize import (
     DEFAULT_DEMOS, agreement, compile_program, incomplete_demos, labeled_pool, parse_demos, save_compiled,
 )
-from vista_dspy.program import Vista, program_for_model
+from vista_dspy.compiled import program_for_model
+from vista_dspy.program import Vista
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +143,8 @@ def test_model_short_names_resolve(monkeypatch):
 
 
 def test_a_compiled_program_is_used_automatically(tmp_path, monkeypatch, dialogues):
-    monkeypatch.setattr(program_module, "compiled_dir", lambda: tmp_path)
-    (tmp_path / "seed.json").write_text((program_module.Path(program_module.__file__).parent / "compiled" /
+    monkeypatch.setattr(compiled_module, "compiled_dir", lambda: tmp_path)
+    (tmp_path / "seed.json").write_text((compiled_module.Path(compiled_module.__file__).parent /
                                          "seed.json").read_text())
     assert program_for_model("gpt-4o") == "seed"
     result, _ = compile_with_rules(dialogues[:6], dialogues[6:7], optimizer="labeled",
@@ -155,7 +156,7 @@ def test_a_compiled_program_is_used_automatically(tmp_path, monkeypatch, dialogu
 
 
 def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
-    from vista_dspy.optimize import program_from_params, run_study, study_tables
+    from vista_dspy.study import program_from_params, run_study, study_tables
 
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     engine = RuleEngine()
@@ -230,7 +231,7 @@ def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
 
 
 def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
-    from vista_dspy.program import compiled_dir
+    from vista_dspy.compiled import compiled_dir
 
     for path in sorted(compiled_dir().glob("*.json")):
         if path.name.endswith(".meta.json"):

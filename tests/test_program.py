@@ -6,7 +6,7 @@ import pytest
 from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 from vista_dspy import Category, GoldClaim, TurnGold, Vista
-from vista_dspy.program import HISTORY_OMITTED, clean_claims
+from vista_dspy.prompts import HISTORY_OMITTED, clean_claims
 from vista_dspy.signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
@@ -235,7 +235,7 @@ def test_claim_list_schema_is_bounded_but_validation_keeps_every_claim():
 
 def test_short_answer_cap_applies_to_short_stages_only():
     program = Vista(short_answer_tokens=50)
-    from vista_dspy.program import StageCall
+    from vista_dspy.stages import StageCall
 
     verify = program._kwargs(StageCall("verify", program.verify, {"claim": "c"}))
     decompose = program._kwargs(StageCall("decompose", program.decompose, {"turn": "t"}))
@@ -325,7 +325,7 @@ def test_a_turn_missing_from_the_dialogue_answer_is_decomposed_on_its_own():
 
 
 def test_dialogue_demos_carry_the_per_turn_demos():
-    from vista_dspy.program import dialogue_demos, render_marked
+    from vista_dspy.prompts import dialogue_demos, render_marked
 
     [demo] = dialogue_demos([dspy.Example(history="user: Hi?", turn="Lisbon is old.", claims=["Lisbon is old."])])
     assert demo.dialogue == "user: Hi?\n[turn 1] assistant: Lisbon is old." and demo.turns[0].claims == ["Lisbon is old."]
@@ -354,7 +354,7 @@ def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
 
 
 def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
-    from vista_dspy.models import PRIORITY, RequestSlots
+    from vista_dspy.clients import PRIORITY, RequestSlots
 
     order = []
 
@@ -383,7 +383,8 @@ def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
 
 
 def test_a_request_slot_is_held_once_per_task_and_by_the_engine_when_it_takes_them():
-    from vista_dspy.models import IN_FLIGHT, ModelConfig, RequestSlots, request_slot
+    from vista_dspy.clients import IN_FLIGHT, RequestSlots, request_slot
+    from vista_dspy.models import ModelConfig
 
     native = ModelConfig("hosted_vllm/fake", api_base="http://127.0.0.1:9/v1").build()
     litellm = ModelConfig("openai/fake", api_base="http://127.0.0.1:9/v1").build()

@@ -136,7 +136,8 @@ def test_cli_end_to_end_over_http(tmp_path, dev_file):
 
 
 def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
-    from vista_dspy.models import ModelConfig, cache_dir_for
+    from vista_dspy.clients import cache_dir_for
+    from vista_dspy.models import ModelConfig
 
     monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path))
     a = cache_dir_for(ModelConfig("openai/m", api_base="http://a/v1"))

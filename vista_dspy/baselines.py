@@ -17,9 +17,10 @@ from typing import Any
 import dspy
 
 from . import scoring
-from .program import StageCall, StagedModule, StageResult, add_usage, clean_claims, render_history
+from .prompts import clean_claims, render_history
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, TurnVerdict, Usage
 from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
+from .stages import StageCall, StagedModule, StageResult, add_usage
 
 # Sentence ends: . ! ? followed by space and a capital/quote/digit. Hand-written on purpose: FActScore's NLTK
 # splitter needs a data download, and dialogue turns are short and plain.

@@ -93,7 +93,7 @@ class JudgeActor:
 
     def __init__(self, config: ModelConfig, judge: dict[str, Any], judge_given_claims: bool) -> None:
         from .baselines import build_judge
-        from .models import use_cache_for
+        from .clients import use_cache_for
 
         use_cache_for(config)
         self.lm, self.adapter = config.build(), config.build_adapter()

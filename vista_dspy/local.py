@@ -26,7 +26,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import ModelConfig, cache_root
+from .clients import cache_root
+from .models import ModelConfig
 
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 GGUF_FILE = f"{MODEL_NAME}.gguf"

@@ -1,33 +1,26 @@
-"""VISTA as a DSPy module: decompose each assistant turn, verify each claim, categorize the unverifiable ones,
-accumulate a knowledge store across turns.
+"""VISTA as a DSPy module: the method, step by step as the paper gives it.
 
-The turn loop is written once, as a generator that yields batches of stage calls; ``forward`` runs the batches
-with blocking calls and ``aforward`` awaits them concurrently. All per-dialogue state (knowledge store, history,
-usage) lives in that generator's locals, so one ``Vista`` instance can judge many dialogues at once.
+For each dialogue, turn by turn: (1) decompose each assistant turn into atomic claims, (2) verify each claim against
+the turn's reference document and the knowledge store, (3) categorize each unverified claim, (4) add the verified
+and out-of-scope claims to the store after the whole turn; the turn's label and score come from ``scoring``.
+
+The turn loop is a generator that yields batches of stage calls (``stages`` runs them, blocking or concurrently);
+all per-dialogue state -- knowledge store, history, usage -- lives in its locals, so one ``Vista`` instance can
+judge many dialogues at once. How a record becomes a prompt is ``prompts``'; the modes that ask about several claims
+in one call are ``batching``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import dspy
-from dspy.utils.exceptions import (
-    AdapterParseError,
-    LMAuthError,
-    LMBillingError,
-    LMConfigurationError,
-    LMUnsupportedFeatureError,
-    LMUnsupportedModelError,
-)
 
-from . import scoring
-from .models import request_slot
+from . import batching, scoring
+from .compiled import program_path
+from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
 from .schema import (
     Category,
     ClaimVerdict,
@@ -35,35 +28,22 @@ from .schema import (
     Dialogue,
     DialogueVerdict,
     GoldClaim,
-    Stage,
     Turn,
     TurnVerdict,
     Usage,
-    UsageCounts,
 )
 from .signatures import (
-    EMPTY_KNOWLEDGE,
-    NO_HISTORY,
     NO_REFERENCE,
-    TURN_MARK,
-    CategorizedClaim,
     Categorize,
+    CategorizedClaim,
     CheckContradiction,
     Decompose,
-    JudgedClaim,
-    Verify,
-    TurnClaims,
     VerifiedClaim,
-    batched,
-    joint_instructions,
-    number_claims,
-    per_dialogue,
+    Verify,
     with_history,
     with_reasoning,
 )
-
-SEED_PROGRAM = "seed"
-
+from .stages import StageCall, StagedModule, StageResult, add_usage
 
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
@@ -75,253 +55,21 @@ DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
 DEFAULT_DECOMPOSE_CALLS: DecomposeCalls = "per-turn"  # the paper's method
 REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
-# An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
-PARSE_RETRIES = 1
-# Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
-FATAL_LM_ERRORS = (
-    LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError, LMUnsupportedFeatureError
-)
-HISTORY_OMITTED = "(history not given)"
+
+Steps = Generator[list[StageCall], list[StageResult], Any]
 
 
-def compiled_dir() -> Path:
-    return Path(str(resources.files("vista_dspy") / "compiled"))
+class ClaimsOfTurn(NamedTuple):
+    """The claims of one assistant turn, and where they came from."""
 
+    claims: list[str | GoldClaim]
+    source: str  # "decomposed" or "given"
+    removed: int = 0  # repeated claims dropped from the decomposition
+    error: str | None = None  # why there are none, when Decompose failed
 
-def program_for_model(model: str | None) -> str:
-    """The program `vista evaluate --model M` uses by default: compiled/<M>.json when it exists, else the seed."""
-    from .models import program_name_for
-
-    name = program_name_for(model)
-    return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM
-
-
-def render_line(role: str, text: str) -> str:
-    """One turn as the prompts show it."""
-    return f"{role}: {text}"
-
-
-def render_history(turns: Sequence[Turn]) -> str:
-    if not turns:
-        return NO_HISTORY
-    return "\n".join(render_line(turn.role, turn.text) for turn in turns)
-
-
-def render_marked(turns: Sequence[Turn], marked: Sequence[int]) -> str:
-    """The dialogue up to its last ``marked`` turn, the marked turns numbered [turn 1], [turn 2], ... (for one
-    Decompose call over a whole dialogue)."""
-    numbers = {index: n for n, index in enumerate(marked, start=1)}
-    return "\n".join((TURN_MARK.format(n=numbers[i]) if i in numbers else "") + render_line(turn.role, turn.text)
-                     for i, turn in enumerate(turns[: max(marked) + 1]))
-
-
-def dialogue_demos(demos: Sequence[dspy.Example]) -> list[dspy.Example]:
-    """Per-turn Decompose demos as one-call-per-dialogue demos: each demo's history and turn become a dialogue
-    with one marked turn."""
-    converted = []
-    for demo in demos:
-        history = demo.get("history")
-        lines = [] if history in (None, NO_HISTORY) else [history]
-        fields = {"dialogue": "\n".join([*lines, TURN_MARK.format(n=1) + render_line("assistant", demo["turn"])]),
-                  "turns": [TurnClaims(turn=1, claims=list(demo["claims"] or []))]}
-        if demo.get("reasoning") is not None:
-            fields["reasoning"] = demo["reasoning"]
-        converted.append(dspy.Example(**fields))
-    return converted
-
-
-def render_knowledge(knowledge: Sequence[str]) -> str:
-    if not knowledge:
-        return EMPTY_KNOWLEDGE
-    return "\n".join(f"{number}. {claim}" for number, claim in enumerate(knowledge, start=1))
-
-
-def clean_claims(claims: Sequence[Any]) -> tuple[list[str], int]:
-    """Strip, drop empty strings, and remove repeated claims (small models loop). Returns (claims, removed)."""
-    seen: set[str] = set()
-    kept: list[str] = []
-    removed = 0
-    for claim in claims:
-        text = " ".join(str(claim).split())
-        if not text:
-            continue
-        key = re.sub(r"[^\w ]", "", text.lower())
-        if key in seen:
-            removed += 1
-            continue
-        seen.add(key)
-        kept.append(text)
-    return kept, removed
-
-
-@dataclass
-class StageCall:
-    stage: Stage
-    predictor: dspy.Predict
-    inputs: dict[str, Any]
-    signature: type[dspy.Signature] | None = None
-    demos: list[dspy.Example] | None = None  # instead of the predictor's own (batched prompts)
-    answers: int = 1  # claims answered in one call (scales the short-answer token cap)
-
-
-@dataclass
-class StageResult:
-    prediction: dspy.Prediction | None
-    error: str | None
-    usage: dict[str, UsageCounts] = field(default_factory=dict)
-
-
-def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
-    return {
-        model: UsageCounts(
-            calls=len(entries),
-            prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
-            completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
-        )
-        for model, entries in tracker.usage_data.items()
-    }
-
-
-def batch_demos(demos: Sequence[dspy.Example], item: type) -> list[dspy.Example]:
-    """Per-claim demos regrouped for a batched prompt: demos that share their sources become one numbered list
-    (the answer fields of ``item`` are taken from each demo)."""
-    groups: dict[tuple, list[dspy.Example]] = {}
-    for demo in demos:
-        groups.setdefault(tuple(demo.get(k) for k in ("reference", "knowledge", "history")), []).append(demo)
-    answer_fields = [name for name in item.model_fields if name != "claim"]
-    converted = []
-    for (reference, knowledge, history), group in groups.items():
-        fields: dict[str, Any] = {"reference": reference, "knowledge": knowledge}
-        if history is not None:
-            fields["history"] = history
-        fields["claims"] = number_claims([d["claim"] for d in group])
-        fields["verdicts"] = [item(claim=i, **{f: d[f] for f in answer_fields}) for i, d in enumerate(group, 1)]
-        converted.append(dspy.Example(**fields))
-    return converted
-
-
-def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
-    """Book one stage call's usage; returns the result so calls can be accounted inline."""
-    for model, counts in result.usage.items():
-        usage.add(stage, model, counts)
-    return result
-
-
-def _describe(error: Exception) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:500]}"
-
-
-class StagedModule(dspy.Module):
-    """Shared machinery of VISTA and the baselines: a judging method is a generator that yields batches of stage
-    calls; ``_drive`` runs them blocking, ``_adrive`` concurrently. Every call's usage is measured, and any failure
-    except a fatal configuration error becomes an explicit error result (never an exception that loses a dialogue).
-    """
-
-    zero_shot: bool = False
-    short_answer_tokens: int | None = None
-    program_name: str = "unsaved"
-
-    def options(self) -> dict[str, Any]:
-        return {}
-
-    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return self._drive(self._judge(dialogue))
-
-    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
-        return await self._adrive(self._judge(dialogue))
-
-    def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
-        raise NotImplementedError
-
-    def _verdict(
-        self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str]
-    ) -> DialogueVerdict:
-        return DialogueVerdict(
-            dialogue_id=dialogue.id,
-            turns=turns,
-            score=scoring.micro_score(turns),
-            usage=usage,
-            errors=errors,
-            program=self.program_name,
-            model=_current_model(),
-            options=self.options(),
-            source=dialogue.source,
-        )
-
-    # ---- drivers -------------------------------------------------------------------------------------------
-    def _drive(self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]) -> DialogueVerdict:
-        results: list[StageResult] | None = None
-        while True:
-            try:
-                batch = steps.send(results)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value
-            # Claims of one turn back to back: a local server reuses the cached prompt prefix.
-            results = [self._call(call) for call in batch]
-
-    async def _adrive(
-        self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]
-    ) -> DialogueVerdict:
-        results: list[StageResult] | None = None
-        while True:
-            try:
-                batch = steps.send(results)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value
-            results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
-
-    def _kwargs(self, call: StageCall, attempt: int = 0) -> dict[str, Any]:
-        kwargs = dict(call.inputs)
-        if call.signature is not None:
-            kwargs["signature"] = call.signature
-        if self.zero_shot:
-            kwargs["demos"] = []
-        elif call.demos is not None:
-            kwargs["demos"] = call.demos
-        config: dict[str, Any] = {}
-        if self.short_answer_tokens and call.stage != "decompose":
-            thinking = 3 if call.signature is not None and "reasoning" in call.signature.output_fields else 1
-            config["max_tokens"] = self.short_answer_tokens * call.answers * thinking
-        if attempt:
-            # The unparseable answer sits in the cache: ask the model again past it.
-            config["cache"] = False
-        if config:
-            kwargs["config"] = config
-        return kwargs
-
-    def _call(self, call: StageCall) -> StageResult:
-        prediction, error = None, None
-        with dspy.track_usage() as tracker:
-            for attempt in range(1 + PARSE_RETRIES):
-                try:
-                    prediction, error = call.predictor(**self._kwargs(call, attempt)), None
-                    break
-                except FATAL_LM_ERRORS:
-                    raise
-                except Exception as exc:  # noqa: BLE001 — any other failure becomes an explicit ERROR verdict
-                    error = _describe(exc)
-                    if not isinstance(exc, AdapterParseError):
-                        break
-        return StageResult(prediction, error, _usage_of(tracker))
-
-    async def _acall(self, call: StageCall) -> StageResult:
-        prediction, error = None, None
-        with dspy.track_usage() as tracker:
-            for attempt in range(1 + PARSE_RETRIES):
-                try:
-                    async with request_slot(call.predictor.lm or dspy.settings.lm):
-                        prediction = await call.predictor.acall(**self._kwargs(call, attempt))
-                    error = None
-                    break
-                except FATAL_LM_ERRORS:
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    error = _describe(exc)
-                    if not isinstance(exc, AdapterParseError):
-                        break
-        return StageResult(prediction, error, _usage_of(tracker))
-
+    @property
+    def texts(self) -> list[str]:
+        return [c.text if isinstance(c, GoldClaim) else c for c in self.claims]
 
 
 class Vista(StagedModule):
@@ -400,13 +148,7 @@ class Vista(StagedModule):
     def from_program(cls, program: str | Path | None = None, **options: Any) -> Vista:
         """A Vista with a saved program loaded: a path to a JSON file, a name in ``vista_dspy/compiled/``, or
         None for the shipped seed program."""
-        name = str(program or SEED_PROGRAM)
-        path = Path(name)
-        if not path.is_file():
-            shipped = compiled_dir() / f"{name}.json"
-            if not shipped.is_file():
-                raise FileNotFoundError(f"no saved program at {path} nor {shipped}")
-            path = shipped
+        name, path = program_path(program)
         module = cls(**options)
         module.load(str(path))
         module.program_name = name
@@ -472,116 +214,114 @@ class Vista(StagedModule):
         return {"history": history, "turn": dialogue.turns[index].text}
 
     # ---- the method ----------------------------------------------------------------------------------------
-    def _judge(
-        self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None = None
-    ) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+    def _judge(self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None = None) -> Steps:
         seed = list(dialogue.background) if self.seed_background else []
         knowledge: list[str] = list(seed)
         usage = Usage()
         errors: list[str] = []
         verdicts: list[TurnVerdict] = []
-        decompose_signature = self._signature("decompose", self.decompose.signature, history=False)
-        verify_signature = self._signature("verify", self.verify.signature, history=self.use_context)
-        categorize_signature = self._signature("categorize", self.categorize.signature, history=self.use_context)
+        signatures = {
+            "decompose": self._signature("decompose", self.decompose.signature, history=False),
+            "verify": self._signature("verify", self.verify.signature, history=self.use_context),
+            "categorize": self._signature("categorize", self.categorize.signature, history=self.use_context),
+        }
 
         # 1. Claims: given, or decomposed.
         to_decompose = [i for i, t in enumerate(dialogue.turns)
                         if t.role == "assistant" and not (given is not None and i in given)]
-        decomposed = (yield from self._decompose(dialogue, to_decompose, decompose_signature, usage)
+        decomposed = (yield from self._decompose(dialogue, to_decompose, signatures["decompose"], usage)
                       ) if to_decompose else {}
 
         for index, turn in enumerate(dialogue.turns):
             if turn.role == "user":
                 continue
-            history = render_history(dialogue.turns[:index])
-
-            claims: list[str | GoldClaim]
-            decompose_error: str | None = None
-            removed = 0
             if given is not None and index in given:
-                claims, source = given[index], "given"
+                claims = ClaimsOfTurn(given[index], "given")
             else:
-                source = "decomposed"
-                result = decomposed[index]
-                if result.error is not None:
-                    decompose_error, claims = f"decompose failed: {result.error}", []
-                else:
-                    claims, removed = clean_claims(result.prediction.claims or [])
-
-            texts = [c.text if isinstance(c, GoldClaim) else c for c in claims]
+                claims = self._decomposed_claims(decomposed[index])
             if not turn.judged:
                 # Background (VISTA's "N/A"): the turn's claims become common ground, unjudged.
-                if decompose_error is not None:
-                    errors.append(f"turn {index} (background): {decompose_error}")
-                knowledge.extend(texts)
+                if claims.error is not None:
+                    errors.append(f"turn {index} (background): {claims.error}")
+                knowledge.extend(claims.texts)
                 continue
 
-            # 2. Verify every claim against the reference and the store as it stood BEFORE this turn.
-            # Under -AC only the seeded background is ever shown.
+            # 2-3. Judge the claims against the store as it stood BEFORE this turn (under -AC only the seeded
+            # background is ever shown).
             snapshot = list(knowledge) if self.accumulate else seed
-            evidence = {
-                "reference": turn.grounding.document or NO_REFERENCE,
-                "knowledge": render_knowledge(snapshot),
-            }
-            if self.use_context:
-                evidence["history"] = history
-            extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
-                     if self.check_contradictions else [])
-            if self.claim_calls == "joint" and texts:
-                verified, categorized, extra_results = yield from self._judge_jointly(
-                    texts, evidence, extra, verify_signature, categorize_signature, usage)
-            else:
-                verified, extra_results = yield from self._verify(texts, evidence, extra, verify_signature, usage)
-                # 3. Categorize the claims that were not verified.
-                pending = [i for i, r in enumerate(verified) if r.error is None and r.prediction.label != "VERIFIED"]
-                categorized = yield from self._categorize(texts, pending, evidence, categorize_signature, usage)
-            contradiction = self._contradiction(extra_results[0]) if self.check_contradictions else None
-
-            claim_verdicts = [
-                self._claim_verdict(claim, verified[i], categorized.get(i)) for i, claim in enumerate(claims)
-            ]
-            categories = [c.category for c in claim_verdicts]
-            verdicts.append(
-                TurnVerdict(
-                    turn_index=index,
-                    text=turn.text,
-                    grounding=turn.grounding.kind,
-                    claims=claim_verdicts,
-                    claims_source=source,
-                    label=scoring.turn_label(
-                        categories,
-                        failed=decompose_error is not None or bool(contradiction and contradiction.error),
-                        contradiction=bool(contradiction and contradiction.contradicts),
-                    ),
-                    score=scoring.turn_score(categories),
-                    knowledge=snapshot,
-                    contradiction=contradiction,
-                    duplicates_removed=removed,
-                    error=decompose_error,
-                    gold_label=turn.gold.label if turn.gold else None,
-                )
-            )
+            verdict = yield from self._judge_turn(dialogue, index, claims, snapshot, signatures, usage)
+            verdicts.append(verdict)
             # 4. Accumulate after the whole turn: claims of one turn never see each other.
             knowledge.extend(
-                c.claim for c in claim_verdicts if c.category in (Category.VERIFIED, Category.OUT_OF_SCOPE)
+                c.claim for c in verdict.claims if c.category in (Category.VERIFIED, Category.OUT_OF_SCOPE)
             )
 
         return self._verdict(dialogue, verdicts, usage, errors)
 
+    @staticmethod
+    def _decomposed_claims(result: StageResult) -> ClaimsOfTurn:
+        if result.error is not None:
+            return ClaimsOfTurn([], "decomposed", error=f"decompose failed: {result.error}")
+        claims, removed = clean_claims(result.prediction.claims or [])
+        return ClaimsOfTurn(claims, "decomposed", removed)
+
+    def _judge_turn(self, dialogue: Dialogue, index: int, claims: ClaimsOfTurn, knowledge: list[str],
+                    signatures: dict[str, type[dspy.Signature] | None], usage: Usage) -> Steps:
+        """The verdict on one judged turn: (2) verify every claim against the reference and ``knowledge``, (3)
+        categorize the claims that were not verified; the optional contradiction check is asked alongside."""
+        turn: Turn = dialogue.turns[index]
+        history = render_history(dialogue.turns[:index])
+        texts = claims.texts
+        evidence = {
+            "reference": turn.grounding.document or NO_REFERENCE,
+            "knowledge": render_knowledge(knowledge),
+        }
+        if self.use_context:
+            evidence["history"] = history
+        extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
+                 if self.check_contradictions else [])
+        if self.claim_calls == "joint" and texts:
+            verified, categorized, extra_results = yield from batching.judge_jointly(
+                self.verify, self.categorize, texts, evidence, extra, signatures["verify"],
+                signatures["categorize"], usage)
+        else:
+            verified, extra_results = yield from self._verify(texts, evidence, extra, signatures["verify"], usage)
+            pending = [i for i, r in enumerate(verified) if r.error is None and r.prediction.label != "VERIFIED"]
+            categorized = yield from self._categorize(texts, pending, evidence, signatures["categorize"], usage)
+        contradiction = self._contradiction(extra_results[0]) if self.check_contradictions else None
+
+        claim_verdicts = [
+            self._claim_verdict(claim, verified[i], categorized.get(i)) for i, claim in enumerate(claims.claims)
+        ]
+        categories = [c.category for c in claim_verdicts]
+        return TurnVerdict(
+            turn_index=index,
+            text=turn.text,
+            grounding=turn.grounding.kind,
+            claims=claim_verdicts,
+            claims_source=claims.source,
+            label=scoring.turn_label(
+                categories,
+                failed=claims.error is not None or bool(contradiction and contradiction.error),
+                contradiction=bool(contradiction and contradiction.contradicts),
+            ),
+            score=scoring.turn_score(categories),
+            knowledge=knowledge,
+            contradiction=contradiction,
+            duplicates_removed=claims.removed,
+            error=claims.error,
+            gold_label=turn.gold.label if turn.gold else None,
+        )
+
     def _decompose(self, dialogue: Dialogue, indices: list[int], signature: type[dspy.Signature] | None,
-                   usage: Usage) -> Generator[list[StageCall], list[StageResult], dict[int, StageResult]]:
+                   usage: Usage) -> Steps:
         """{turn index: Decompose result} for the assistant turns at ``indices``. Decompose reads only the dialogue's
         text, never the store, so all its calls go out at once (in parallel under the async driver): the chain of
         dependent calls is one Decompose round plus the judged turns' Verify/Categorize rounds. Per dialogue, one
         call answers for every turn; a turn it misses (or numbers twice) is asked on its own."""
         results: dict[int, StageResult] = {}
         if self.decompose_calls == "per-dialogue" and len(indices) > 1:
-            call = StageCall("decompose", self.decompose, {"dialogue": render_marked(dialogue.turns, indices)},
-                             per_dialogue(signature or self.decompose.signature),
-                             demos=dialogue_demos(self.decompose.demos))
-            [result] = yield [call]
-            for n, item in self._answers(add_usage(usage, "decompose", result), len(indices), "turns", "turn").items():
-                results[indices[n]] = StageResult(dspy.Prediction(claims=item.claims), None)
+            results = yield from batching.decompose_dialogue(self.decompose, dialogue, indices, signature, usage)
         missing = [i for i in indices if i not in results]
         if missing:
             calls = [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, i), signature)
@@ -592,21 +332,19 @@ class Vista(StagedModule):
 
     # ---- claims of one turn: per claim, or in one call with a per-claim fallback ------------------------------
     def _verify(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
-                signature: type[dspy.Signature] | None, usage: Usage
-                ) -> Generator[list[StageCall], list[StageResult], tuple[list[StageResult], list[StageResult]]]:
+                signature: type[dspy.Signature] | None, usage: Usage) -> Steps:
         """(one verify result per claim, results of the ``extra`` calls asked alongside)."""
         single = [StageCall("verify", self.verify, {**evidence, "claim": t}, signature) for t in texts]
         if self.claim_calls == "per-claim" or not texts:
             results = [add_usage(usage, c.stage, r) for c, r in zip(single + extra, (yield single + extra))]
             return results[: len(texts)], results[len(texts):]
-        call = self._batch_call("verify", self.verify, VerifiedClaim, texts, evidence, signature)
+        call = batching.batch_call("verify", self.verify, VerifiedClaim, texts, evidence, signature)
         results = [add_usage(usage, c.stage, r) for c, r in zip([call] + extra, (yield [call] + extra))]
-        verified = yield from self._per_claim(results[0], "label", single, usage)
+        verified = yield from batching.per_item(results[0], "label", single, usage)
         return verified, results[1:]
 
     def _categorize(self, texts: list[str], pending: list[int], evidence: dict[str, str],
-                    signature: type[dspy.Signature] | None, usage: Usage
-                    ) -> Generator[list[StageCall], list[StageResult], dict[int, StageResult]]:
+                    signature: type[dspy.Signature] | None, usage: Usage) -> Steps:
         """{claim index: categorize result} for the ``pending`` (unverified) claims."""
         single = [StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, signature) for i in pending]
         if not pending:
@@ -614,89 +352,11 @@ class Vista(StagedModule):
         if self.claim_calls == "per-claim":
             results = [add_usage(usage, c.stage, r) for c, r in zip(single, (yield single))]
         else:
-            call = self._batch_call("categorize", self.categorize, CategorizedClaim, [texts[i] for i in pending],
-                                    evidence, signature)
+            call = batching.batch_call("categorize", self.categorize, CategorizedClaim, [texts[i] for i in pending],
+                                       evidence, signature)
             [result] = yield [call]
-            results = yield from self._per_claim(add_usage(usage, "categorize", result), "category", single, usage)
+            results = yield from batching.per_item(add_usage(usage, "categorize", result), "category", single, usage)
         return dict(zip(pending, results))
-
-    def _judge_jointly(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
-                       verify_signature: type[dspy.Signature] | None,
-                       categorize_signature: type[dspy.Signature] | None, usage: Usage
-                       ) -> Generator[list[StageCall], list[StageResult],
-                                      tuple[list[StageResult], dict[int, StageResult], list[StageResult]]]:
-        """One call decides VERIFIED or the category of every claim; claims it misses take the two-stage path."""
-        call = self._batch_call("verify", self.verify, JudgedClaim, texts, evidence, verify_signature,
-                                instructions=joint_instructions(self.verify.signature, self.categorize.signature),
-                                demos=self._joint_demos())
-        results = [add_usage(usage, c.stage, r) for c, r in zip([call] + extra, (yield [call] + extra))]
-        answers = self._answers(results[0], len(texts))
-        verified: list[StageResult | None] = [None] * len(texts)
-        categorized: dict[int, StageResult] = {}
-        for i, item in answers.items():
-            verified[i] = StageResult(dspy.Prediction(label="VERIFIED" if item.category == "VERIFIED" else
-                                                      "UNVERIFIABLE", explanation=item.explanation), None)
-            if item.category != "VERIFIED":
-                categorized[i] = StageResult(dspy.Prediction(category=item.category, explanation=item.explanation),
-                                             None)
-        missing = [i for i in range(len(texts)) if verified[i] is None]
-        if missing:  # the two-stage path, claim by claim, for what the joint answer missed
-            calls = [StageCall("verify", self.verify, {**evidence, "claim": texts[i]}, verify_signature)
-                     for i in missing]
-            for i, call, result in zip(missing, calls, (yield calls)):
-                verified[i] = add_usage(usage, call.stage, result)
-            pending = [i for i in missing if verified[i].error is None and verified[i].prediction.label != "VERIFIED"]
-            calls = [StageCall("categorize", self.categorize, {**evidence, "claim": texts[i]}, categorize_signature)
-                     for i in pending]
-            if calls:
-                for i, call, result in zip(pending, calls, (yield calls)):
-                    categorized[i] = add_usage(usage, call.stage, result)
-        return verified, categorized, results[1:]  # type: ignore[return-value]
-
-    def _batch_call(self, stage: Stage, predictor: dspy.Predict, item: type, texts: list[str],
-                    evidence: dict[str, str], signature: type[dspy.Signature] | None, *,
-                    instructions: str | None = None, demos: list[dspy.Example] | None = None) -> StageCall:
-        base = signature or predictor.signature
-        return StageCall(stage, predictor, {**evidence, "claims": number_claims(texts)},
-                         batched(base, item, instructions),
-                         demos=batch_demos(predictor.demos, item) if demos is None else demos, answers=len(texts))
-
-    def _joint_demos(self) -> list[dspy.Example]:
-        verified = [d for d in self.verify.demos if d.get("label") == "VERIFIED"]
-        as_joint = [{**dict(d), "category": "VERIFIED"} for d in verified] + [dict(d) for d in self.categorize.demos]
-        return batch_demos(as_joint, JudgedClaim)
-
-    @staticmethod
-    def _answers(result: StageResult, n: int, field: str = "verdicts", key: str = "claim") -> dict[int, Any]:
-        """{item index: answer item} from a batched answer (claims, or a dialogue's turns): numbers outside 1..n
-        (invented items) and repeated numbers are ignored, so those items count as missing."""
-        if result.error is not None:
-            return {}
-        answers: dict[int, Any] = {}
-        repeated: set[int] = set()
-        for item in getattr(result.prediction, field) or []:
-            number = getattr(item, key)
-            if not 1 <= number <= n:
-                continue
-            if number - 1 in answers:
-                repeated.add(number - 1)
-            answers[number - 1] = item
-        return {i: a for i, a in answers.items() if i not in repeated}
-
-    def _per_claim(self, result: StageResult, field: str, single: list[StageCall], usage: Usage
-                   ) -> Generator[list[StageCall], list[StageResult], list[StageResult]]:
-        """Per-claim results from one batched answer; claims it misses are asked one by one."""
-        answers = self._answers(result, len(single))
-        results: list[StageResult | None] = [
-            StageResult(dspy.Prediction(**{field: getattr(a, field), "explanation": a.explanation}), None)
-            if (a := answers.get(i)) is not None else None for i in range(len(single))
-        ]
-        missing = [i for i, r in enumerate(results) if r is None]
-        if missing:
-            calls = [single[i] for i in missing]
-            for i, r in zip(missing, (yield calls)):
-                results[i] = add_usage(usage, single[i].stage, r)
-        return results  # type: ignore[return-value]
 
     @staticmethod
     def _claim_verdict(claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None) -> ClaimVerdict:
@@ -731,8 +391,3 @@ class Vista(StagedModule):
         return ContradictionVerdict(
             contradicts=bool(result.prediction.contradicts), explanation=result.prediction.explanation or ""
         )
-
-
-def _current_model() -> str | None:
-    lm = dspy.settings.lm
-    return getattr(lm, "model", None) if lm is not None else None

@@ -130,8 +130,8 @@ def build_report(path: Path) -> str:
     import jinja2
 
     from . import __version__
-    from .bench import compute_tables, run_dirs, turn_frame
     from .runner import VERDICTS, read_verdicts
+    from .tables import compute_tables, run_dirs, turn_frame
 
     runs = [(dataset, system, read_verdicts(directory / VERDICTS)) for dataset, system, directory in run_dirs(path)]
     if not runs:
@@ -166,7 +166,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
 def _table_html(key: str, frame: pd.DataFrame) -> dict[str, Any]:
     from markupsafe import Markup
 
-    from .bench import TABLE_TEXT, display_table
+    from .tables import TABLE_TEXT, display_table
 
     title, note = TABLE_TEXT[key]
     html = display_table(frame).to_html(index=False, border=0, escape=True, classes="numbers")

@@ -23,12 +23,12 @@ import dspy
 from pydantic import ValidationError
 
 from . import scoring
-from .models import IN_FLIGHT, PRIORITY, RequestSlots, aclose_client, build_adapter
-from .program import StagedModule
+from .clients import IN_FLIGHT, PRIORITY, RequestSlots, aclose_client, build_adapter, request_slot
+from .schema import Dialogue, DialogueVerdict
+from .stages import CALL_GUARD, StagedModule
 
 if TYPE_CHECKING:
     from .distributed import RayBackend
-from .schema import Dialogue, DialogueVerdict
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
@@ -97,7 +97,7 @@ def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
 
 def dialogues_for(concurrency: int) -> int:
     """Dialogues at a time for ``concurrency`` request slots: twice as many. A dialogue holds a slot only while one
-    of its requests is on the wire (``models.request_slot``), and between requests it formats, parses and waits
+    of its requests is on the wire (``clients.request_slot``), and between requests it formats, parses and waits
     for its turn's other claims: with one dialogue per slot, some slots stand idle."""
     return 2 * concurrency
 
@@ -215,6 +215,7 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
                        judge_given_claims: bool, dialogues_at_once: int, concurrency: int,
                        record: Callable[[DialogueVerdict], None]) -> None:
     IN_FLIGHT.set(RequestSlots(concurrency))
+    CALL_GUARD.set(request_slot)  # the judge holds a slot around each predictor call (see request_slot)
     queue = iter(todo)
 
     async def worker() -> None:

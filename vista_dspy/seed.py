@@ -11,7 +11,8 @@ from pathlib import Path
 
 import dspy
 
-from .program import SEED_PROGRAM, Vista, compiled_dir
+from .compiled import SEED_PROGRAM, compiled_dir
+from .program import Vista
 from .signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
 
 DECOMPOSE_DEMOS = [

@@ -1,0 +1,16 @@
+"""The ``vista`` command: a thin layer over the library (the tests call the same functions), one module per command
+group: ``evaluate``; ``benchmark`` and ``report``; ``compile`` and ``study``; ``models`` and ``serve``."""
+
+from __future__ import annotations
+
+import os
+
+from . import benchmark, compile, evaluate, models  # noqa: F401 — each registers its commands on the app
+from .app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    app()

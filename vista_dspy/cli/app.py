@@ -1,0 +1,27 @@
+"""The `vista` Typer application and its global options; the commands register themselves on it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(
+    help="VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="VISTA_CACHE_DIR",
+                         help="Where LM answers (one cache per model and endpoint) and the joined local model "
+                              "file are kept. Default: ~/.cache/vista-dspy.")] = None,
+) -> None:
+    """VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program."""
+    if cache_dir is not None:
+        os.environ["VISTA_CACHE_DIR"] = str(cache_dir.expanduser().resolve())

@@ -1,0 +1,158 @@
+"""`vista benchmark` (the paper's comparisons with one LM) and `vista report` (a run as one HTML page)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..local import DEFAULT_PORT
+from ..program import DEFAULT_CLAIM_CALLS
+from .app import app
+from .common import (
+    Adapter,
+    AdapterOption,
+    AddressOption,
+    ApiBaseOption,
+    Backend,
+    BackendOption,
+    CacheOption,
+    ClaimCalls,
+    ClaimCallsOption,
+    DataDirOption,
+    GgufOption,
+    MaxTokensOption,
+    ModelOption,
+    PortOption,
+    TemperatureOption,
+    WorkersOption,
+    err,
+    fail,
+    model_setup,
+    progress_bar,
+    ray_backend,
+    run_errors,
+    slug,
+)
+
+
+@app.command()
+def benchmark(
+    datasets: Annotated[str, typer.Option(help="Comma-separated datasets, each optionally =PATH: vista-human, "
+                                               "begin, fade, faithdial, faithdial-audit, ais, coconot, "
+                                               "rgm-contradictions. Without a path, its place under --data-dir.")
+                        ] = "begin,fade,faithdial-audit",
+    systems: Annotated[str, typer.Option(help="Comma-separated: vista, vista-ctx (history in Verify/Categorize), "
+                                              "factscore, factscore-nosplit, judge.")
+                       ] = "vista,factscore,factscore-nosplit,judge",
+    ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
+                                                "no-history, zero-shot, contradiction-check; and the judging "
+                                                "modes batched, joint, batched-dialogue (batched, with one "
+                                                "Decompose call per dialogue).")] = "",
+    claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    gguf: GgufOption = None,
+    port: PortOption = DEFAULT_PORT,
+    program: Annotated[Optional[str], typer.Option(help="Saved VISTA program (default: compiled/<model>.json when it exists, else the seed program).")] = None,
+    n: Annotated[Optional[int], typer.Option(min=1, help="Dialogues sampled per dataset (seeded; balanced for "
+                                                         "coconot and rgm-contradictions). Default: all.")] = 50,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    data_dir: DataDirOption = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory; rerunning into it resumes every run. "
+                                                     "Default: vista-runs/benchmark__<model>.")] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with "
+                                                              "the local model, 4 otherwise).")] = None,
+    adapter: AdapterOption = Adapter.json,
+    temperature: TemperatureOption = None,
+    max_tokens: MaxTokensOption = 1024,
+    cache: CacheOption = True,
+    backend: BackendOption = Backend.local,
+    address: AddressOption = None,
+    workers: WorkersOption = 2,
+) -> None:
+    """Run the paper's comparisons with one LM: every system (and ablation) on the same seeded sample of every
+    dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
+    and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
+
+    from ..bench import Plan, default_data_dir, parse_datasets, run_benchmark, system_names
+    from ..clients import use_cache_for
+    from ..compiled import program_for_model
+    from ..tables import markdown
+
+    try:
+        chosen = parse_datasets(datasets, data_dir or default_data_dir())
+        names = system_names([s.strip() for s in systems.split(",") if s.strip()],
+                             [a.strip() for a in ablations.split(",") if a.strip()])
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
+                           max_tokens=max_tokens, cache=cache, adapter=adapter)
+    config = lm_setup.config
+
+    program = program or program_for_model(model)
+    err.print(f"VISTA program: {program}", highlight=False)
+    plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
+                claim_calls=claim_calls.value, threads=threads or lm_setup.threads, settings=config.run_settings())
+    out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
+    use_cache_for(config)
+
+    progress = progress_bar()
+    state: dict = {}
+
+    def loaded(name, dialogues) -> None:
+        turns = sum(len(d.judged_turns) for d in dialogues)
+        err.print(f"{name}: {len(dialogues)} dialogues, {turns} judged turns", highlight=False)
+
+    def on_start(dataset, system, total) -> None:
+        if "task" in state:
+            progress.update(state["task"], visible=False)
+        state["task"] = progress.add_task(f"{dataset} / {system}", total=total)
+
+    def on_done(verdict) -> None:
+        progress.update(state["task"], advance=1)
+
+    with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
+        result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
+                               short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
+                               on_done=on_done, loaded=loaded,
+                               remote=ray_backend(backend, config, address, workers, api_base))
+    sys.stdout.write(markdown(result.tables))
+    if result.interrupted:
+        err.print("interrupted: rerun the same command to resume.")
+        raise typer.Exit(130)
+    err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A `vista benchmark` directory or a `vista evaluate` output "
+                                                 "directory.", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option(help="HTML file to write (default: RUN_DIR/report.html).")] = None,
+    screenshot: Annotated[Optional[Path], typer.Option(help="Also render the page in headless Chromium and save "
+                                                            "a PNG here.")] = None,
+) -> None:
+    """Render one self-contained HTML page: tables, plots (accuracy by system, category distribution, confusion
+    matrices) and a per-turn browser showing every claim with its category and reason."""
+    from ..report import screenshot as take_screenshot
+    from ..report import write_report
+    from ..runner import RunConflict
+
+    if not run_dir.is_dir():
+        raise fail(f"{run_dir}: no such directory")
+    try:
+        path = write_report(run_dir, out)
+    except (FileNotFoundError, RunConflict) as exc:
+        raise fail(str(exc)) from None
+    err.print(f"report: {path}", highlight=False)
+    if screenshot is not None:
+        try:
+            take_screenshot(path, screenshot)
+        except FileNotFoundError as exc:
+            raise fail(str(exc), code=1) from None
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            raise fail(f"Chromium could not render {path}: {exc}", code=1) from None
+        err.print(f"screenshot: {screenshot}", highlight=False)

@@ -1,0 +1,184 @@
+"""What the commands share: the options declared once, the model set-up, and failures as one-line messages."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..local import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS
+from ..program import CLAIM_CALLS, DECOMPOSE_CALLS
+
+if TYPE_CHECKING:
+    from ..distributed import RayBackend
+    from ..models import ModelConfig
+
+err = Console(stderr=True)
+
+
+class System(str, Enum):
+    vista = "vista"
+    factscore = "factscore"
+    factscore_nosplit = "factscore-nosplit"
+    judge = "judge"
+
+
+class Backend(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+class Adapter(str, Enum):
+    json = "json"
+    chat = "chat"
+
+
+ClaimCalls = Enum("ClaimCalls", {mode.replace("-", "_"): mode for mode in CLAIM_CALLS}, type=str)
+DecomposeCalls = Enum("DecomposeCalls", {mode.replace("-", "_"): mode for mode in DECOMPOSE_CALLS}, type=str)
+
+CLAIM_CALLS_HELP = ("How claims are judged. per-claim (default): one Verify call per claim and one Categorize call "
+                    "per unverified claim (the paper's method); batched: one Verify and one Categorize call per "
+                    "turn (about half the calls of a run; found fewer hallucinations with the local model); "
+                    "joint: one call per turn for both. Claims a batched answer misses are asked one by one.")
+
+# ---- options shared by several commands ---------------------------------------------------------------------
+ModelOption = Annotated[Optional[str], typer.Option(
+    "--model", "-m", envvar="VISTA_MODEL",
+    help="'local' (the embedded offline model; the default), a short name from `vista models`, or any "
+         "DSPy/litellm model string: openai/gpt-4o, deepseek/deepseek-chat, hosted_vllm/<name>, "
+         "ollama_chat/<name>, openai/<name> with --api-base ...")]
+ApiBaseOption = Annotated[Optional[str], typer.Option(
+    envvar="VISTA_API_BASE", help="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama ...). The key, "
+                                  "if any, comes from VISTA_API_KEY or OPENAI_API_KEY.")]
+GgufOption = Annotated[Optional[Path], typer.Option(
+    envvar="VISTA_GGUF", help="With the local model: this GGUF file instead of the bundled one.")]
+PortOption = Annotated[int, typer.Option(
+    help="With the local model: port of the embedded server (an already running `vista serve` on it is reused).")]
+MaxTokensOption = Annotated[int, typer.Option(help="Cap on tokens per LM answer.")]
+CacheOption = Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")]
+AdapterOption = Annotated[Adapter, typer.Option(
+    help="How DSPy formats prompts and parses answers (the local model always uses json, with a server-enforced "
+         "schema).")]
+TemperatureOption = Annotated[Optional[float], typer.Option(
+    help="Sampling temperature (default: the model's; 0 for most).")]
+DataDirOption = Annotated[Optional[Path], typer.Option(
+    envvar="VISTA_DATA_DIR", help="Where the datasets live (default: ../shared/data or ./data).")]
+ClaimCallsOption = Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)]
+DecomposeCallsOption = Annotated[DecomposeCalls, typer.Option(
+    help="How turns are decomposed. per-turn (default): one Decompose call per assistant turn (the paper's "
+         "method); per-dialogue: one call for all the assistant turns of a dialogue (a turn its answer misses is "
+         "asked on its own).")]
+BackendOption = Annotated[Backend, typer.Option(
+    help="local (threads or asyncio in this process) or ray (a pool of Ray workers, each with its own LM client; "
+         "--api-base may list several endpoints, spread over the workers).")]
+AddressOption = Annotated[Optional[str], typer.Option(
+    help="With --backend ray: 'auto' (a running cluster), ray://HOST:10001, or none to start Ray here.")]
+WorkersOption = Annotated[int, typer.Option(min=1, help="With --backend ray: worker actors.")]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+@contextlib.contextmanager
+def run_errors(*input_errors: type[Exception]):
+    """Failures of a run as one-line messages: bad input or settings exit 2, an unusable model or server 1."""
+    from dspy.utils.exceptions import LMError
+
+    from ..data import InputError
+    from ..distributed import BackendUnavailable
+    from ..local import LocalServerError
+    from ..runner import RunConflict
+
+    try:
+        yield
+    except (InputError, RunConflict, BackendUnavailable, *input_errors) as exc:
+        raise fail(str(exc)) from None
+    except LMError as exc:
+        raise fail(f"the model cannot be used: {exc}", code=1) from None
+    except LocalServerError as exc:
+        raise fail(str(exc), code=1) from None
+
+
+@dataclass
+class ModelSetup:
+    config: ModelConfig
+    server: contextlib.AbstractContextManager
+    threads: int
+    short_answer_tokens: int | None
+
+
+def model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None,
+                port: int = DEFAULT_PORT, temperature: float | None = None, max_tokens: int = 1024,
+                cache: bool = True, adapter: Adapter = Adapter.json) -> ModelSetup:
+    """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
+    (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
+    from ..local import LocalServer, ModelNotFound, ServerSettings, local_model_config, resolve_gguf
+    from ..models import MODELS, ModelConfig
+
+    api_base = api_base.split(",")[0].strip() if api_base else None  # several: spread by --backend ray
+    try:
+        if model in (None, "local"):
+            if model is None:
+                console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
+                              "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
+            settings = ServerSettings(gguf=resolve_gguf(gguf), port=port)
+            return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
+                              LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+        if model in MODELS:
+            config = MODELS[model].config(api_base=api_base, temperature=temperature, max_tokens=max_tokens,
+                                          cache=cache, adapter=adapter.value)
+        else:
+            config = ModelConfig(model=model, api_base=api_base, temperature=temperature or 0.0,
+                                 max_tokens=max_tokens, cache=cache, adapter=adapter.value)
+    except (ModelNotFound, ValueError) as exc:
+        raise fail(str(exc)) from None
+    return ModelSetup(config, contextlib.nullcontext(), threads=4, short_answer_tokens=None)
+
+
+def dspy_context(config: ModelConfig) -> contextlib.AbstractContextManager:
+    import dspy
+
+    return dspy.context(lm=config.build(), adapter=config.build_adapter())
+
+
+def ray_backend(backend: Backend, config: ModelConfig, address: str | None, workers: int,
+                api_base: str | None) -> RayBackend | None:
+    """The Ray backend for --backend ray (endpoints from a comma-separated --api-base), else None."""
+    if backend is not Backend.ray:
+        return None
+    from ..distributed import RayBackend
+
+    bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
+    return RayBackend(config, workers=workers, address=address, api_bases=bases)
+
+
+def progress_bar():
+    """The progress display of long runs (on stderr, so that --json output stays clean)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("dialogues"), TimeElapsedColumn(), TimeRemainingColumn(), console=err,
+                    transient=False)

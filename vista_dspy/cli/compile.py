@@ -1,0 +1,230 @@
+"""`vista compile` (choose each predictor's demos for one model) and `vista study` (an optuna study of prompt
+choices), with the train / dev dialogues they read."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import typer
+from rich.console import Console
+
+from ..local import DEFAULT_PORT
+from ..program import DEFAULT_CLAIM_CALLS
+from .app import app
+from .common import (
+    CLAIM_CALLS_HELP,
+    ApiBaseOption,
+    CacheOption,
+    ClaimCalls,
+    DataDirOption,
+    GgufOption,
+    MaxTokensOption,
+    ModelOption,
+    PortOption,
+    dspy_context,
+    err,
+    fail,
+    fraction,
+    model_setup,
+    run_errors,
+)
+
+NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
+NDevOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")]
+ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]
+
+
+@app.command(name="compile")
+def compile_command(
+    model: ModelOption = None,
+    train: Annotated[str, typer.Option(help="Training dialogues: DATASET[:part], part = train or dev (the two "
+                                            "halves of a seeded split) or all. DATASET as in `vista benchmark`, "
+                                            "optionally =PATH.")] = "vista-human:train",
+    dev: Annotated[str, typer.Option(help="Dev dialogues to score seed vs compiled, same syntax.")] = "vista-human:dev",
+    optimizer: Annotated[str, typer.Option(help="labeled (demos from human annotations, the model's explanations "
+                                                "where it agrees), bootstrap (dspy.BootstrapFewShot on turn "
+                                                "labels), random-search (budget candidate demo sets scored on "
+                                                "dev), mipro (dspy.MIPROv2: LM-proposed instructions and demo "
+                                                "sets, budget candidates and trials).")] = "labeled",
+    demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
+    budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials); "
+                                                    "bootstrap: unused.")] = 4,
+    n_train: NTrainOption = None,
+    n_dev: NDevOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the demo selection.")] = 0,
+    given_claims: Annotated[bool, typer.Option(help="Score on the human claims of annotated turns (claim and "
+                                                    "turn agreement) instead of end to end.")] = False,
+    name: Annotated[Optional[str], typer.Option(help="Program name (default: the model's short name); written "
+                                                     "to vista_dspy/compiled/NAME.json + NAME.meta.json.")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option(help="Write there instead of vista_dspy/compiled/.")] = None,
+    data_dir: DataDirOption = None,
+    api_base: ApiBaseOption = None,
+    gguf: GgufOption = None,
+    port: PortOption = DEFAULT_PORT,
+    threads: ScoringThreadsOption = None,
+    max_tokens: MaxTokensOption = 1024,
+    cache: CacheOption = True,
+    claim_calls: Annotated[ClaimCalls, typer.Option(help="Judging mode the dev scores are measured with. "
+                                                         + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
+) -> None:
+    """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
+    on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
+    from ..clients import use_cache_for
+    from ..data import InputError
+    from ..models import program_name_for
+    from ..optimize import OPTIMIZERS, compile_program, parse_demos, save_compiled
+    from ..program import Vista
+
+    if optimizer not in OPTIMIZERS:
+        raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    try:
+        budgets = parse_demos(demos)
+        (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    overlap = {d.id for d in train_set} & {d.id for d in dev_set}
+    if overlap:
+        raise fail(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint parts")
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, max_tokens=max_tokens, cache=cache)
+    config = lm_setup.config
+    use_cache_for(config)
+    name = name or program_name_for(model)
+    err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
+              f"dialogues, demos {budgets}", highlight=False)
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls.value)
+    with run_errors(ValueError), lm_setup.server, dspy_context(config):
+        result = compile_program(
+            train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
+            given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+            describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
+            log=lambda message: err.print(message, highlight=False))
+    path = save_compiled(result, name, out_dir)
+    scores = result.metadata["dev_score"]
+    err.print(f"dev agreement: {scores['base_program']} {scores['base']['agreement']:.3f} -> compiled "
+              f"{scores['compiled']['agreement']:.3f} (turn accuracy {fraction(scores['base']['turn_accuracy'])} -> "
+              f"{fraction(scores['compiled']['turn_accuracy'])}); compiling cost "
+              f"{result.metadata['compile_cost']['calls']} LM calls", highlight=False)
+    sys.stdout.write(f"{path}\n")
+
+
+@app.command()
+def study(
+    model: ModelOption = None,
+    trials: Annotated[int, typer.Option(min=1, help="Total trials wanted; a study resumed from --storage runs only "
+                                                    "the missing ones.")] = 10,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL, e.g. sqlite:///vista-study.db "
+                                                        "(default: in memory, not resumable).")] = None,
+    study_name: Annotated[Optional[str], typer.Option(help="Study name in the storage (default: "
+                                                           "vista-<model>).")] = None,
+    train: Annotated[str, typer.Option(help="Dialogues the demos come from (human-annotated): DATASET[:part].")
+                     ] = "vista-human:train",
+    dev: Annotated[str, typer.Option(help="Dialogues each trial is scored on: DATASET[:part].")] = "vista-human:dev",
+    n_train: NTrainOption = None,
+    n_dev: NDevOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the sampler.")] = 0,
+    given_claims: Annotated[bool, typer.Option(help="Score on the human claims (claim and turn agreement).")
+                            ] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Save the best trial's program as "
+                                                        "compiled/<model>.json (+ .meta.json).")] = False,
+    name: Annotated[Optional[str], typer.Option(help="Program name for --apply (default: the model's).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option(help="With --apply: write there instead of "
+                                                         "vista_dspy/compiled/.")] = None,
+    data_dir: DataDirOption = None,
+    api_base: ApiBaseOption = None,
+    gguf: GgufOption = None,
+    port: PortOption = DEFAULT_PORT,
+    threads: ScoringThreadsOption = None,
+    cache: CacheOption = True,
+) -> None:
+    """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
+    (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best
+    trial, every trial and optuna's parameter importances; --apply saves the best program."""
+    import optuna
+
+    from ..clients import use_cache_for
+    from ..data import InputError
+    from ..models import program_name_for
+    from ..program import Vista
+    from ..study import run_study, study_tables
+
+    try:
+        (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
+    config = lm_setup.config
+    use_cache_for(config)
+    name = name or program_name_for(model)
+    # The local server enforces a JSON schema per answer: only the JSON adapter applies there.
+    adapters = ("json",) if model in (None, "local") else ("json", "chat")
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with run_errors(), lm_setup.server, dspy_context(config):
+        found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
+                                      study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
+                                      given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+                                      log=lambda message: err.print(message, highlight=False))
+    frame, importances = study_tables(found)
+    console = Console()
+    console.print(frame.to_string(index=False), highlight=False, soft_wrap=True)
+    best = found.best_trial
+    console.print(f"best trial {best.number}: dev agreement {best.value:.3f} with {best.params}", highlight=False)
+    if importances:
+        console.print("parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()),
+                      highlight=False)
+    if apply:
+        _apply_best(found, pool, base, storage=storage, seed=seed, given_claims=given_claims, name=name,
+                    out_dir=out_dir, describe={"model": config.model, "model_name": name, "train": train_info,
+                                               "dev": dev_info}, train_set=train_set, dev_set=dev_set)
+
+
+def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_claims: bool, name: str,
+                out_dir: Path | None, describe: dict, train_set: list, dev_set: list) -> None:
+    """Save the best trial's program as compiled/<name>.json (+ meta) and say which flags it was judged with."""
+    from ..optimize import CompileResult, compile_metadata, save_compiled
+    from ..study import program_from_params
+
+    best = found.best_trial
+    program, adapter = program_from_params(base, pool, best.params)
+    metadata = compile_metadata(
+        program, "study", {"trials": len(found.trials), "storage": storage, "study": found.study_name,
+                           "params": best.params, "seed": seed, "given_claims": given_claims},
+        train_set, dev_set, describe=describe,
+        dev_score={"compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
+        options={"use_context": best.params["context"], "adapter": adapter, "reasoning": list(program.reasoning)})
+    path = save_compiled(CompileResult(program, metadata), name, out_dir)
+    flags = (["--context"] if best.params["context"] else []) + ([f"--adapter {adapter}"] if adapter != "json"
+                                                                 else [])
+    if program.reasoning:
+        flags.append(f"--reasoning {','.join(program.reasoning)}")
+    err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
+              highlight=False)
+
+
+def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,
+                   n_dev: int | None) -> tuple[tuple[list, dict], tuple[list, dict]]:
+    """The --train and --dev dialogues of `vista compile` / `vista study`, each with its description."""
+    from ..bench import default_data_dir, load_dataset
+
+    data_dir = data_dir or default_data_dir()
+    load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))  # train and dev: one file
+    return _compile_split(train, data_dir, seed, n_train, load), _compile_split(dev, data_dir, seed, n_dev, load)
+
+
+def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Callable) -> tuple[list, dict]:
+    """DATASET[=PATH][:part] -> (dialogues, description); part: train / dev halves of a seeded split, or all."""
+    from ..bench import parse_datasets
+    from ..data import sample, split
+
+    head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in ("train", "dev", "all") else (spec, "", "all")
+    [(dataset, path)] = parse_datasets(head, data_dir).items()
+    dialogues = load(dataset, path)
+    if part != "all":
+        first, second = split(dialogues, 0.5, seed, group=lambda d: d.source.get("dialogue_id", d.id))
+        dialogues = first if part == "train" else second
+    if n is not None and n < len(dialogues):
+        dialogues = sample(dialogues, n, seed)
+    return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}

