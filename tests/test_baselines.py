@@ -27,6 +27,8 @@ def run(system, method="forward"):
 
 def test_sentence_splitter():
     assert split_sentences("Hi there. It is 5 p.m. now! Is it? Yes") == ["Hi there.", "It is 5 p.m. now!", "Is it?", "Yes"]
+    assert split_sentences("Dr. Sandow trained in Berlin. He was strong.") == ["Dr. Sandow trained in Berlin.",
+                                                                                "He was strong."]
 
 
 @pytest.mark.parametrize("split", [True, False])

@@ -15,6 +15,7 @@ from collections.abc import Generator
 from typing import Any
 
 import dspy
+import pysbd
 
 from . import scoring
 from .prompts import clean_claims, render_history
@@ -22,13 +23,13 @@ from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, TurnVerdi
 from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
-# Sentence ends: . ! ? followed by space and a capital/quote/digit. Hand-written on purpose: FActScore's NLTK
-# splitter needs a data download, and dialogue turns are short and plain.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
-
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    """The sentences of a turn, by pysbd's rule-based English segmenter (no data download; abbreviations such as
+    "Dr." or "p.m." do not end a sentence); pieces without a word are dropped. A segmenter per call: pysbd keeps
+    the text it works on as state."""
+    sentences = pysbd.Segmenter(language="en", clean=False).segment(text.strip())
+    return [s.strip() for s in sentences if re.search(r"\w", s)]  # not a stray "." of tokenized text
 
 
 FACT_DEMOS = [

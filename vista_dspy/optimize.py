@@ -277,7 +277,8 @@ def compile_program(
     log: Callable[[str], None] = lambda message: None,
 ) -> CompileResult:
     """Compile with the LM in the current dspy context. ``base`` (default: the seed program) is the teacher and
-    the baseline; ``budget`` is the number of candidates for random-search and mipro (and mipro's trials). ``describe`` (model, dataset names ...) goes into the metadata."""
+    the baseline; ``budget`` is the number of candidates for random-search and mipro (and mipro's trials).
+    ``describe`` (model, dataset names ...) goes into the metadata."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     budgets = budgets or dict(DEFAULT_DEMOS)
@@ -292,23 +293,9 @@ def compile_program(
     log(f"  {base.program_name}: {seed_score.as_dict()}")
     candidates: list[dict[str, Any]] = []
     if optimizer == "bootstrap":
-        teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
-                                             max_labeled_demos=0, max_rounds=1, max_errors=len(train) + 1)
-        compiled = teleprompter.compile(one_item_per_call(base), teacher=one_item_per_call(base),
-                                        trainset=examples(train))
-        kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
-        compiled = install(base, kept, budgets, top_up=base)
+        compiled = _bootstrap(base, train, budgets, meter)
     elif optimizer == "mipro":
-        teleprompter = dspy.MIPROv2(metric=meter.wrap(agreement), auto=None, num_candidates=budget,
-                                    max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
-                                    num_threads=threads, seed=seed, max_errors=len(train) + len(dev) + 1,
-                                    verbose=False)
-        optimized = teleprompter.compile(one_item_per_call(base), trainset=examples(train), valset=examples(dev),
-                                         num_trials=budget, minibatch=False)
-        kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
-        # Predictors outside the budgets (the contradiction check) keep the base program's demos.
-        kept.update({name: list(p.demos) for name, p in base.named_predictors() if name not in budgets})
-        compiled = install(optimized, kept, budgets, top_up=base)
+        compiled = _mipro(base, train, dev, budgets, budget=budget, threads=threads, seed=seed, meter=meter)
     else:
         pool = labeled_pool(base, train, meter=meter,
                             on_dialogue=lambda d: log(f"  judged human claims of {d.id}"))
@@ -344,6 +331,31 @@ def compile_program(
                                                    else "") + " on the dev dialogues",
         candidates=candidates, compile_cost=meter.usage.total.model_dump())
     return CompileResult(program=compiled, metadata=metadata)
+
+
+def _bootstrap(base: Vista, train: Sequence[Dialogue], budgets: dict[str, int], meter: Meter) -> Vista:
+    """dspy.BootstrapFewShot with ``base`` as teacher; each predictor cut to its own budget."""
+    teleprompter = dspy.BootstrapFewShot(metric=meter.wrap(agreement), max_bootstrapped_demos=max(budgets.values()),
+                                         max_labeled_demos=0, max_rounds=1, max_errors=len(train) + 1)
+    compiled = teleprompter.compile(one_item_per_call(base), teacher=one_item_per_call(base),
+                                    trainset=examples(train))
+    kept = {name: getattr(compiled, name).demos[:k] for name, k in budgets.items()}
+    return install(base, kept, budgets, top_up=base)
+
+
+def _mipro(base: Vista, train: Sequence[Dialogue], dev: Sequence[Dialogue], budgets: dict[str, int], *,
+           budget: int, threads: int, seed: int, meter: Meter) -> Vista:
+    """dspy.MIPROv2 (``budget`` candidates and trials, no minibatches); each predictor cut to its own budget."""
+    teleprompter = dspy.MIPROv2(metric=meter.wrap(agreement), auto=None, num_candidates=budget,
+                                max_bootstrapped_demos=max(budgets.values()), max_labeled_demos=0,
+                                num_threads=threads, seed=seed, max_errors=len(train) + len(dev) + 1,
+                                verbose=False)
+    optimized = teleprompter.compile(one_item_per_call(base), trainset=examples(train), valset=examples(dev),
+                                     num_trials=budget, minibatch=False)
+    kept = {name: getattr(optimized, name).demos[:k] for name, k in budgets.items()}
+    # Predictors outside the budgets (the contradiction check) keep the base program's demos.
+    kept.update({name: list(p.demos) for name, p in base.named_predictors() if name not in budgets})
+    return install(optimized, kept, budgets, top_up=base)
 
 
 def compile_metadata(program: Vista, optimizer: str, settings: dict[str, Any], train: Sequence[Dialogue],

@@ -375,7 +375,8 @@ class Vista(StagedModule):
             )
         if categorized is None or categorized.error is not None:
             error = categorized.error if categorized else "no categorize result"
-            return ClaimVerdict(claim=text, category=Category.ERROR, stage="categorize", error=error, gold_category=gold)
+            return ClaimVerdict(claim=text, category=Category.ERROR, stage="categorize", error=error,
+                                gold_category=gold)
         return ClaimVerdict(
             claim=text,
             category=Category(categorized.prediction.category),

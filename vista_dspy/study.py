@@ -41,8 +41,9 @@ def run_study(
     log: Callable[[str], None] = lambda message: None,
 ):
     """An optuna study (TPE, maximize dev ``agreement``) over demo counts per predictor, the demo selection seed,
-    the adapter, VISTA+ctx, and Predict vs ChainOfThought per stage. ``trials`` is the total wanted: a study resumed from ``storage`` runs only the
-    missing ones. Returns (study, pool, base) — the pool is built once per session from human annotations."""
+    the adapter, VISTA+ctx, and Predict vs ChainOfThought per stage. ``trials`` is the total wanted: a study
+    resumed from ``storage`` runs only the missing ones. Returns (study, pool, base) — the pool is built once per
+    session from human annotations."""
     import optuna
 
     from .clients import build_adapter

@@ -57,7 +57,8 @@ def benchmark(
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
     port: PortOption = DEFAULT_PORT,
-    program: Annotated[Optional[str], typer.Option(help="Saved VISTA program (default: compiled/<model>.json when it exists, else the seed program).")] = None,
+    program: Annotated[Optional[str], typer.Option(help="Saved VISTA program (default: compiled/<model>.json when "
+                                                        "it exists, else the seed program).")] = None,
     n: Annotated[Optional[int], typer.Option(min=1, help="Dialogues sampled per dataset (seeded; balanced for "
                                                          "coconot and rgm-contradictions). Default: all.")] = 50,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
@@ -101,6 +102,19 @@ def benchmark(
     use_cache_for(config)
 
     progress = progress_bar()
+    with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
+        result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
+                               short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
+                               remote=ray_backend(backend, config, address, workers, api_base))
+    sys.stdout.write(markdown(result.tables))
+    if result.interrupted:
+        err.print("interrupted: rerun the same command to resume.")
+        raise typer.Exit(130)
+    err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
+
+
+def _progress_callbacks(progress) -> dict:
+    """run_benchmark's callbacks: a line per loaded dataset, a progress task per run."""
     state: dict = {}
 
     def loaded(name, dialogues) -> None:
@@ -115,16 +129,7 @@ def benchmark(
     def on_done(verdict) -> None:
         progress.update(state["task"], advance=1)
 
-    with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
-        result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
-                               short_answer_tokens=lm_setup.short_answer_tokens, on_start=on_start,
-                               on_done=on_done, loaded=loaded,
-                               remote=ray_backend(backend, config, address, workers, api_base))
-    sys.stdout.write(markdown(result.tables))
-    if result.interrupted:
-        err.print("interrupted: rerun the same command to resume.")
-        raise typer.Exit(130)
-    err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
+    return {"loaded": loaded, "on_start": on_start, "on_done": on_done}
 
 
 @app.command()

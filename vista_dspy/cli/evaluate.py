@@ -121,7 +121,6 @@ def evaluate(
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..clients import use_cache_for
-    from ..report import print_summary, print_verdict
     from ..runner import RUN, SUMMARY, VERDICTS, dialogues_for, run_settings
     from ..runner import evaluate as run_evaluation
 
@@ -158,6 +157,14 @@ def evaluate(
                                 settings=settings, threads=threads, judge_given_claims=judge_given_claims,
                                 on_done=on_done, concurrency=concurrency, remote=remote)
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
+
+    _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
+
+
+def _show(console: Console, result, out: Path, *, show_claims: bool | None, json_summary: bool) -> None:
+    """The run's verdicts (when few, or asked for) and summary; exit 130 if it was interrupted."""
+    from ..report import print_summary, print_verdict
+    from ..runner import SUMMARY, VERDICTS
 
     if result.resumed:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}")

@@ -68,8 +68,8 @@ async def request_slot(lm: Any = None):
     """Holds one of the run's request slots (``IN_FLIGHT``) around an LM call, if the run bounds them.
 
     Given the LM a predictor is about to call: nothing is held here when that LM's own engine takes a slot around
-    each HTTP request (``engines.endpoint_engines``), so that prompt formatting, parsing and DSPy's bookkeeping run outside
-    the slots and a retry's backoff does not hold one. A task never holds two slots.
+    each HTTP request (``engines.endpoint_engines``), so that prompt formatting, parsing and DSPy's bookkeeping
+    run outside the slots and a retry's backoff does not hold one. A task never holds two slots.
     """
     slots = IN_FLIGHT.get()
     if slots is None or _HOLDS_SLOT.get() or getattr(async_engine_of(lm), "takes_request_slots", False):

@@ -10,15 +10,7 @@ from pathlib import Path
 
 from ..schema import Dialogue
 from .loading import sample, split
-from .readers import (
-    InputError,
-    check_length,
-    dialogue_from_dict,
-    parse_jsonl,
-    read_json,
-    read_text,
-    validation_message,
-)
+from .readers import InputError, read_json
 
 # A loader takes the path and, for whole-file JSON formats, the already parsed content (or None).
 Loader = Callable[..., list[Dialogue]]
@@ -58,7 +50,4 @@ def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue
     return dialogues
 
 
-__all__ = [
-    "LOADERS", "InputError", "check_length", "dialogue_from_dict", "load_dialogues", "parse_jsonl", "read_json",
-    "read_text", "register", "sample", "split", "validation_message",
-]
+__all__ = ["LOADERS", "InputError", "Loader", "load_dialogues", "register", "sample", "split"]

@@ -1,4 +1,5 @@
-"""FaithDial (the benchmark; on the Hugging Face hub only): Wizard-of-Wikipedia turns, edited where they were unfaithful."""
+"""FaithDial (the benchmark; on the Hugging Face hub only): Wizard-of-Wikipedia turns, edited where they were
+unfaithful."""
 
 from __future__ import annotations
 

@@ -13,15 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Category, Dialogue, GoldClaim, Grounding, Turn, TurnGold
-from . import (
-    InputError,
-    check_length,
-    dialogue_from_dict,
-    parse_jsonl,
-    read_json,
-    read_text,
-    register,
-)
+from . import register
+from .readers import InputError, check_length, dialogue_from_dict, parse_jsonl, read_json, read_text
 
 ROLES = {"user": "user", "apprentice": "user", "assistant": "assistant", "wizard": "assistant"}
 BACKGROUND_MARKERS = {"N/A"}
