@@ -1,4 +1,5 @@
-"""Loaders for the public benchmarks VISTA is evaluated on, each returning ``Dialogue`` records with gold labels.
+"""The public benchmarks VISTA is evaluated on, by name: one loader module each, returning ``Dialogue`` records
+with gold labels, and ``load_benchmark``.
 
 Gold labels go on the judged (last) assistant turn as ``TurnGold(label="faithful" | "hallucinated")``. Mappings,
 one line each (the data and its label schemes are described in ``SOURCE.md`` next to each data set):
@@ -23,7 +24,7 @@ one line each (the data and its label schemes are described in ``SOURCE.md`` nex
 Every loader has the signature ``(path, data=None, *, n=None, seed=0) -> list[Dialogue]`` (``data`` is ignored;
 it keeps the signature of the other registered loaders). Malformed input raises ``InputError`` naming the file,
 the row or line and the column; rows that are well-formed but unusable are skipped, counted per reason in
-``REPORTS[name]`` (see ``last_report``) and logged at INFO on the ``vista_dspy.data`` logger. With ``n`` a seeded
+``loading.REPORTS[name]`` (see ``last_report``) and logged at INFO on the ``vista_dspy.data`` logger. With ``n`` a seeded
 sample is returned (``sample``; balanced between the two sides for coconot and rgm-contradictions).
 """
 
