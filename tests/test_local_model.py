@@ -1,5 +1,6 @@
 """The embedded offline model: resolver unit tests (no real weights) and one slow end-to-end test (real weights)."""
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -23,18 +24,19 @@ def fake_chunks(tmp_path, monkeypatch):
     """22 fake chunk packages on sys.path (shadowing any real ones) and pins matching their bytes."""
     site = tmp_path / "site"
     parts = []
-    for n in range(1, local.CHUNKS + 1):
+    spec = local.GGUFS[local.JUDGE]
+    for n in range(1, spec.chunks + 1):
         data = bytes([n]) * CHUNK
-        package = site / local.CHUNK_PACKAGE.format(n=n)
+        package = site / spec.package.format(n=n)
         (package / "data").mkdir(parents=True)
         (package / "__init__.py").write_text("raise ImportError('chunks must never be imported')\n")
-        (package / local.CHUNK_FILE.format(n=n)).write_bytes(data)
+        (package / spec.chunk_file.format(n=n)).write_bytes(data)
         parts.append(data)
     blob = b"".join(parts)
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
-    monkeypatch.setattr(local, "GGUF_SIZE", len(blob))
-    monkeypatch.setattr(local, "GGUF_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setitem(local.GGUFS, local.JUDGE, dataclasses.replace(spec, size=len(blob),
+                                                                      sha256=hashlib.sha256(blob).hexdigest()))
     monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.delenv("VISTA_GGUF", raising=False)
     return site, blob
@@ -43,9 +45,9 @@ def fake_chunks(tmp_path, monkeypatch):
 def test_offline_wheels_are_joined_verified_and_cached(fake_chunks, monkeypatch):
     site, blob = fake_chunks
     path = resolve_gguf(allow_download=False)
-    assert path == local.models_dir() / local.GGUF_FILE and path.read_bytes() == blob
+    assert path == local.models_dir() / local.GGUFS[local.JUDGE].file and path.read_bytes() == blob
     # Second call: the verified cache is reused, the chunks are not read again.
-    monkeypatch.setattr(local, "chunk_paths", lambda: pytest.fail("chunks read again"))
+    monkeypatch.setattr(local, "chunk_paths", lambda spec=None: pytest.fail("chunks read again"))
     assert resolve_gguf(allow_download=False) == path
 
 
@@ -93,7 +95,8 @@ def test_explicit_path_wins_and_must_exist(tmp_path, monkeypatch):
 def test_nothing_found_lists_what_was_tried(tmp_path, monkeypatch):
     monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.delenv("VISTA_GGUF", raising=False)
-    monkeypatch.setattr(local, "CHUNK_PACKAGE", "no_such_chunk_package_{n}")
+    monkeypatch.setitem(local.GGUFS, local.JUDGE, dataclasses.replace(local.GGUFS[local.JUDGE],
+                                                                      package="no_such_chunk_package_{n}"))
     with pytest.raises(ModelNotFound) as info:
         resolve_gguf(allow_download=False)
     message = str(info.value)
@@ -162,3 +165,51 @@ def test_vista_serve_stops_cleanly_on_sigterm(real_model):
     finally:
         if server.poll() is None:
             os.kill(server.pid, signal.SIGKILL)
+
+
+# ---- the server's configuration (no weights loaded) -------------------------------------------------------------
+def test_server_settings_become_llama_cpp_parameters(tmp_path):
+    xllamacpp = pytest.importorskip("xllamacpp", reason="needs the [local] extra")
+    settings = local.ServerSettings(gguf=tmp_path / "m.gguf", port=9000, threads=2, slots=6, ctx_per_slot=4096,
+                                    poll=0, kv_unified=True)
+    params = local.server_params(settings)
+    assert (params.n_parallel, params.n_ctx, params.kv_unified, params.port) == (6, 6 * 4096, True, 9000)
+    assert params.cpuparams.poll == params.cpuparams_batch.poll == 0
+    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2
+    assert params.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE]
+
+    ngram = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", speculative="ngram-mod", draft_max=8))
+    assert ngram.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
+    assert ngram.speculative.draft.n_max == 8
+    draft = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", speculative="draft",
+                                                     draft_gguf=tmp_path / "d.gguf", poll=0))
+    assert draft.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    assert draft.speculative.draft.mparams.path == str(tmp_path / "d.gguf")
+    assert draft.speculative.draft.cpuparams.poll == 0
+
+
+@pytest.mark.parametrize("bad", [{"speculative": "medusa"}, {"speculative": "draft"}, {"poll": 101},
+                                 {"draft_gguf": Path("d.gguf")}])
+def test_impossible_server_settings_are_refused(tmp_path, bad):
+    with pytest.raises(ValueError):
+        local.ServerSettings(gguf=tmp_path / "m.gguf", **bad)
+
+
+def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monkeypatch):
+    """LocalServer starts `vista serve` with ServerSettings.serve_args(): parsed back, they are the same settings."""
+    from typer.testing import CliRunner
+
+    from vista_dspy.cli import app
+
+    gguf, draft = tmp_path / "m.gguf", tmp_path / "d.gguf"
+    gguf.write_bytes(b"GGUF")
+    draft.write_bytes(b"GGUF")
+    seen = []
+    monkeypatch.setattr(local, "serve_forever", lambda settings, on_ready=None: seen.append(settings))
+    monkeypatch.setattr(local, "port_in_use", lambda port: False)
+    for settings in (local.ServerSettings(gguf=gguf, port=9001),
+                     local.ServerSettings(gguf=gguf, port=9002, threads=1, slots=12, ctx_per_slot=2048, poll=0,
+                                          speculative="draft", draft_max=4, draft_gguf=draft, kv_unified=True)):
+        result = CliRunner().invoke(app, ["serve", *settings.serve_args(), "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert seen[-1] == settings

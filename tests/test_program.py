@@ -413,3 +413,27 @@ def test_a_dialogues_decompose_calls_go_out_together_before_any_verify():
         # Decompose reads only the text: both turns' calls come first, then the judging, turn by turn.
         assert stages[:2] == ["decompose", "decompose"] and "decompose" not in stages[2:]
         assert len(verdict.turns) == 2 and all(t.claims for t in verdict.turns)
+
+
+@pytest.mark.parametrize("method", ["forward", "aforward"])
+def test_verify_can_answer_with_its_label_alone(method):
+    dlg = dialogue(user("Tell me about Lisbon."),
+                   assistant("Lisbon is the capital of Portugal. Lisbon has ten hills.", DOC))
+    explained, _ = run(dlg, method=method)
+    terse, engine = run(dlg, method=method, explain_verified=False)
+    # Same verdicts; a VERIFIED claim has no explanation, an unverified one keeps Categorize's.
+    assert categories(terse.turns[0]) == categories(explained.turns[0]) == [Category.VERIFIED,
+                                                                             Category.LACKING_EVIDENCE]
+    verified, lacking = terse.turns[0].claims
+    assert verified.explanation == "" and explained.turns[0].claims[0].explanation
+    assert lacking.explanation == explained.turns[0].claims[1].explanation != ""
+    assert terse.options["explain_verified"] is False
+    with pytest.raises(ValueError, match="per-claim"):
+        Vista(explain_verified=False, claim_calls="batched")
+
+
+def test_a_label_alone_verify_prompt_asks_for_no_explanation():
+    from vista_dspy.signatures import Verify, label_only
+
+    assert list(label_only(Verify).output_fields) == ["label"] and list(Verify.output_fields) == ["explanation",
+                                                                                                   "label"]

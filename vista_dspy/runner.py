@@ -77,7 +77,8 @@ def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
 
 # Settings recorded only since a later version, with the value every run before it had (the option did not
 # exist): a run.json without them still resumes under those values.
-LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": []}
+LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": [],
+                                   "explain_verified": True}
 
 
 def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:

@@ -154,6 +154,14 @@ def with_reasoning(signature: type[dspy.Signature]) -> type[dspy.Signature]:
     return signature.prepend("reasoning", dspy.OutputField(desc=REASONING_DESC), type_=str)
 
 
+@_variant
+def label_only(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """Verify answering with its label alone, no explanation: the explanation a user reads for an unverified claim
+    is Categorize's, so Verify's is seen only on VERIFIED claims (a third of the tokens of a turn with the local
+    model). Demos keep their explanations in the saved program; DSPy shows only the fields a signature has."""
+    return signature.delete("explanation")
+
+
 # ---- all claims of a turn in one call ---------------------------------------------------------------------------
 class VerifiedClaim(BaseModel):
     claim: int  # the claim's number in the list

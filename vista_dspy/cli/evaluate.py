@@ -72,6 +72,10 @@ ContradictionOption = Annotated[bool, typer.Option(
     help="One more call per turn: does it contradict an earlier turn? A yes makes the turn hallucinated.")]
 BackgroundOption = Annotated[bool, typer.Option(
     help="Seed the knowledge store with each dialogue's background facts.")]
+ExplainVerifiedOption = Annotated[bool, typer.Option(
+    help="Verify writes a short explanation before its label. --no-explain-verified: the label alone (about a third "
+         "fewer written tokens with the local model); a VERIFIED claim then has no explanation, an unverified one "
+         "still gets Categorize's. Per-claim judging only.")]
 ReasoningOption = Annotated[str, typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
          "categorize.")]
@@ -110,6 +114,7 @@ def evaluate(
     claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
     decompose_calls: DecomposeCallsOption = DecomposeCalls(DEFAULT_DECOMPOSE_CALLS),
     reasoning: ReasoningOption = "",
+    explain_verified: ExplainVerifiedOption = True,
     adapter: AdapterOption = Adapter.json,
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = 1024,
@@ -133,7 +138,8 @@ def evaluate(
     vista_options = dict(use_context=context, accumulate=accumulate, history_in_decompose=history,
                          seed_background=background, check_contradictions=contradiction_check,
                          claim_calls=claim_calls.value, decompose_calls=decompose_calls.value,
-                         reasoning=[r.strip() for r in reasoning.split(",") if r.strip()])
+                         reasoning=[r.strip() for r in reasoning.split(",") if r.strip()],
+                         explain_verified=explain_verified)
     judge = _judge(system, program, model, judge_given_claims, zero_shot=zero_shot,
                    short_answer_tokens=lm_setup.short_answer_tokens, **vista_options)
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"

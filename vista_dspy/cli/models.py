@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
-from ..local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS
+from ..local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, SPECULATIVE
 from .app import app
 from .common import err, fail
 
@@ -69,15 +70,30 @@ def models(
               "compiled/<slug of the string>.json).", highlight=False)
 
 
+Speculative = Enum("Speculative", {name.replace("-", "_"): name for name in SPECULATIVE}, type=str)
+
+
 @app.command()
 def serve(
     gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="GGUF file to serve (default: the "
                                                  "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M).")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = DEFAULT_PORT,
     threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all cores).")] = 0,
-    slots: Annotated[int, typer.Option(min=1, help="Parallel slots; one per distinct prompt prefix keeps each "
-                                                   "stage's few-shot prompt cached.")] = DEFAULT_SLOTS,
+    slots: Annotated[int, typer.Option(min=1, help="Parallel slots (sequences decoded together); llama.cpp gives "
+                                                   "a request the slot whose cached prompt shares the most with "
+                                                   "it, so each stage's few-shot prompt stays cached.")
+                     ] = DEFAULT_SLOTS,
     ctx: Annotated[int, typer.Option(min=1024, help="Context tokens per slot.")] = CTX_PER_SLOT,
+    poll: Annotated[int, typer.Option(min=0, max=100, help="How hard idle worker threads busy-wait (llama.cpp's "
+                                                           "--poll): 0 lets them sleep, so another process on "
+                                                           "the same cores keeps its share.")] = 50,
+    speculative: Annotated[Speculative, typer.Option(help="Speculative decoding: n-gram lookups in the prompt "
+                                                          "and earlier output (no second model), or a draft "
+                                                          "model (--draft).")] = Speculative("none"),
+    draft_max: Annotated[int, typer.Option(min=1, help="Tokens drafted per step when speculating.")] = 16,
+    draft: Annotated[Optional[Path], typer.Option(help="Draft model GGUF for --speculative draft (same "
+                                                       "tokenizer family).")] = None,
+    kv_unified: Annotated[bool, typer.Option(help="One KV cache shared by all slots.")] = False,
     quiet: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C.
@@ -87,8 +103,10 @@ def serve(
     from ..local import ModelNotFound, ServerSettings, port_in_use, resolve_gguf, serve_forever
 
     try:
-        settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx)
-    except ModelNotFound as exc:
+        settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx,
+                                  poll=poll, speculative=speculative.value, draft_max=draft_max, draft_gguf=draft,
+                                  kv_unified=kv_unified)
+    except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     if port_in_use(port):
         raise fail(f"port {port} is already in use")
