@@ -85,8 +85,9 @@ def serve(
                      ] = DEFAULT_SLOTS,
     ctx: Annotated[int, typer.Option(min=1024, help="Context tokens per slot.")] = CTX_PER_SLOT,
     poll: Annotated[int, typer.Option(min=0, max=100, help="How hard idle worker threads busy-wait (llama.cpp's "
-                                                           "--poll): 0 lets them sleep, so another process on "
-                                                           "the same cores keeps its share.")] = 50,
+                                                           "--poll, its own default 50): 0 lets them sleep, as "
+                                                           "fast alone, and another process on the same cores "
+                                                           "keeps its share.")] = 0,
     speculative: Annotated[Speculative, typer.Option(help="Speculative decoding: n-gram lookups in the prompt "
                                                           "and earlier output (no second model), or a draft "
                                                           "model (--draft).")] = Speculative("none"),
