@@ -58,6 +58,8 @@ class Row:
     concurrency: int | None = None  # requests in flight (asyncio runner)
     program: dict = dataclasses.field(default_factory=dict)  # Vista options
     runs: int = 1  # 2 = two evaluations at once, each with its own server (sharing the cores)
+    # Server settings of the second run that differ from the first's.
+    second: dict = dataclasses.field(default_factory=dict)
     given: bool = False  # judge the human claims (claim accuracy) instead of end to end
 
 
@@ -90,7 +92,10 @@ ROWS: dict[str, Row] = {
     "shared-default": Row("two runs at once on the 2 cores, each as the baseline (2 threads, poll 50)", BEFORE,
                           runs=2),
     "shared-poll0": Row("two runs at once, each with 2 threads and poll 0", {"poll": 0}, runs=2),
+    "1thread": Row("one server thread, poll 0, alone on the 2 cores", {"poll": 0, "threads": 1}),
     "shared-1thread": Row("two runs at once, each with 1 thread and poll 0", {"poll": 0, "threads": 1}, runs=2),
+    "shared-2-1": Row("two runs at once, poll 0: the first server with 2 threads, the second with 1 (a server that "
+                      "starts beside another)", {"poll": 0}, runs=2, second={"threads": 1}),
 }
 
 
@@ -172,7 +177,8 @@ def run_row(name: str, row: Row, dialogues, out: Path, port: int) -> dict:
     results: list[dict | None] = [None] * row.runs
 
     def one(i: int) -> None:
-        results[i] = judge_once(row, dialogues, port + i, row_dir / f"run-{i + 1}")
+        settings = dataclasses.replace(row, server={**row.server, **row.second}) if i else row
+        results[i] = judge_once(settings, dialogues, port + i, row_dir / f"run-{i + 1}")
 
     workers = [threading.Thread(target=one, args=(i,)) for i in range(row.runs)]
     for worker in workers:

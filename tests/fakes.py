@@ -3,11 +3,13 @@
 It reads the input fields DSPy rendered into the last user message, recognises the stage by its output fields,
 and answers in JSON. Markers in the text inject failures:
     <<BAD-DECOMPOSE>> in a turn, <<BAD-VERIFY>> / <<BAD-CATEGORIZE>> in a claim -> unparseable answer;
-    <<FLAKY-VERIFY>> in a claim -> unparseable the first time it is asked only.
+    <<FLAKY-VERIFY>> in a claim -> unparseable the first time it is asked only; <<FLAKY2-VERIFY>> the first two.
+    <<COPY-DEMO>> in a turn -> Decompose adds a claim the turn never made; <<SILENT>> -> Decompose finds no claim.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import threading
@@ -32,7 +34,7 @@ class RuleEngine:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.message_counts: list[int] = []  # messages per request: demos add a user/assistant pair each
-        self.flaky_seen: set[str] = set()
+        self.flaky_seen: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
 
     def complete(self, request):
@@ -134,15 +136,20 @@ class RuleEngine:
         turn = inputs["turn"]
         if "<<BAD-DECOMPOSE>>" in turn:
             return "I will not answer in JSON."
-        claims = [s for s in split_sentences(turn) if not s.endswith("?")]
+        if "<<SILENT>>" in turn:
+            return {"claims": []}
+        claims = [s for s in split_sentences(turn.replace("<<COPY-DEMO>>", "")) if not s.endswith("?")]
+        if "<<COPY-DEMO>>" in turn:  # a small model's habit: a claim of its demos, not of this turn
+            claims.append("Hayao Miyazaki directed Spirited Away.")
         return {"claims": claims}
 
     def verify(self, inputs):
         claim = inputs["claim"]
         if "<<BAD-VERIFY>>" in claim:
             return "label: maybe"
-        if "<<FLAKY-VERIFY>>" in claim and claim not in self.flaky_seen:
-            self.flaky_seen.add(claim)  # unparseable the first time only
+        flaky = 1 if "<<FLAKY-VERIFY>>" in claim else 2 if "<<FLAKY2-VERIFY>>" in claim else 0
+        if self.flaky_seen[claim] < flaky:
+            self.flaky_seen[claim] += 1  # unparseable the first `flaky` times only
             return "label: maybe"
         sources = norm(inputs["reference"]) + " | " + " | ".join(
             norm(line.split(". ", 1)[-1]) for line in inputs["knowledge"].splitlines()
@@ -202,11 +209,13 @@ class FakeOpenAIServer:
     """A stdlib OpenAI-compatible ``/v1/chat/completions`` server answering with ``RuleEngine`` (real HTTP path)."""
 
     def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
-                 latency: float = 0.0, hang: float = 3.0, seed: int = 0) -> None:
+                 latency: float = 0.0, hang: float = 3.0, seed: int = 0, port: int = 0,
+                 down_after: int | None = None) -> None:
         """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``401``, ``timeout``
         (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
-        answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults."""
-        import collections
+        answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults.
+        ``down_after``: after that many requests the server goes down: it stops listening (connection refused) and
+        drops the requests of connections still open without an answer. ``port``: 0 picks a free one."""
         import http.server
         import random
         import time
@@ -216,6 +225,7 @@ class FakeOpenAIServer:
         self.requests = 0
         self.last_body: dict | None = None  # the JSON body of the latest request
         self.in_flight = self.max_in_flight = 0
+        self.down = False
         engine, server = self.engine, self
         rates = dict(faults or {})
         rng = random.Random(seed)
@@ -254,6 +264,12 @@ class FakeOpenAIServer:
             def _answer(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
+                    if down_after is not None and server.requests >= down_after:
+                        if not server.down:
+                            server.down = True
+                            threading.Thread(target=server.stop_listening, daemon=True).start()
+                        self.close_connection = True  # no answer: the client sees the connection dropped
+                        return
                     server.requests += 1
                     server.last_body = body
                     fault = next((kind for kind, rate in rates.items() if rng.random() < rate), None)
@@ -290,17 +306,28 @@ class FakeOpenAIServer:
         class Server(http.server.ThreadingHTTPServer):
             request_queue_size = 256  # the stdlib's 5 resets connections when dozens arrive at once
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.httpd = Server(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._stopping = threading.Lock()
+        self._closed = threading.Event()
+
+    def stop_listening(self) -> None:
+        """Stop accepting connections and close the listening socket (once; later callers wait until it is closed,
+        so the port can be bound again right after)."""
+        if self._stopping.acquire(blocking=False):
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self._closed.set()
+        self._closed.wait()
 
     def __enter__(self):
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop_listening()
 
 
 if __name__ == "__main__":  # a fake server in its own process (benchmarks: no GIL shared with the client)

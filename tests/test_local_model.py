@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,22 @@ def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monke
         result = CliRunner().invoke(app, ["serve", *settings.serve_args(), "--quiet"])
         assert result.exit_code == 0, result.output
         assert seen[-1] == settings
+
+
+def test_a_server_that_starts_beside_others_takes_its_share_of_the_cores(tmp_path):
+    assert [local.auto_threads(2, n) for n in (0, 1, 3)] == [2, 1, 1]
+    assert local.auto_threads(8, 1) == 4
+    script = tmp_path / "vista"  # stands for the `vista` entry point running `vista serve`
+    script.write_text("import time\ntime.sleep(60)\n")
+    before = local.other_servers()
+    server = subprocess.Popen([sys.executable, str(script), "serve", "--port", "1"])
+    other = subprocess.Popen([sys.executable, str(script), "evaluate", "x.json"])  # not a server
+    try:
+        deadline = time.monotonic() + 10
+        while local.other_servers() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert local.other_servers() == before + 1
+    finally:
+        for process in (server, other):
+            process.kill()
+            process.wait()

@@ -126,13 +126,25 @@ def test_malformed_outputs_become_error_verdicts_never_dropped_claims():
 
 
 @pytest.mark.parametrize("method", ["forward", "aforward"])
-def test_an_unparseable_answer_is_asked_once_more_past_the_cache(method):
-    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal <<FLAKY-VERIFY>>.", DOC))
-    verdict, engine = run(dlg, method=method)
+def test_an_unparseable_answer_is_asked_again_past_the_cache(method):
+    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal <<FLAKY2-VERIFY>>.", DOC))
+    verdict, engine = run(dlg, method=method)  # twice more by default
     [claim] = verdict.turns[0].claims
     assert claim.error is None and claim.category != Category.ERROR
+    assert len(engine.inputs_of("verify")) == 3
+    assert verdict.usage.by_stage["verify"].calls == 3
+
+
+@pytest.mark.parametrize("method", ["forward", "aforward"])
+def test_the_run_sets_how_often_an_unparseable_answer_is_asked_again(method):
+    from vista_dspy.stages import CallFailures
+
+    dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal <<FLAKY2-VERIFY>>.", DOC))
+    with CallFailures(parse_retries=1).active():
+        verdict, engine = run(dlg, method=method)
+    [claim] = verdict.turns[0].claims
+    assert claim.category == Category.ERROR and "AdapterParseError" in claim.error
     assert len(engine.inputs_of("verify")) == 2
-    assert verdict.usage.by_stage["verify"].calls == 2
 
 
 def test_an_unsafe_claim_decides_even_beside_an_error():
@@ -289,7 +301,7 @@ def test_an_unparseable_batched_answer_falls_back_to_per_claim_calls():
     dlg = dialogue(user("q"), assistant("Lisbon is the capital of Portugal. Odd <<BAD-BATCH>> claim.", DOC))
     verdict, engine = run(dlg, claim_calls="batched")
     assert categories(verdict.turns[0]) == [Category.VERIFIED, Category.LACKING_EVIDENCE]
-    assert len(engine.inputs_of("verify_batch")) == 2  # asked once more, then per claim
+    assert len(engine.inputs_of("verify_batch")) == 3  # asked twice more, then per claim
     assert len(engine.inputs_of("verify")) == 2 and verdict.turns[0].label == "hallucinated"
 
 
@@ -316,12 +328,12 @@ def test_a_turn_missing_from_the_dialogue_answer_is_decomposed_on_its_own():
                    assistant("Odd <<BAD-DECOMPOSE>> turn.", DOC))
     verdict, engine = run(dlg, decompose_calls="per-dialogue")
     assert [i["turn"] for i in engine.inputs_of("decompose")] == ["Lisbon has ten <<DROP-TURN>> hills."] + \
-        ["Odd <<BAD-DECOMPOSE>> turn."] * 2  # unparseable: asked once more
+        ["Odd <<BAD-DECOMPOSE>> turn."] * 3  # unparseable: asked twice more
     assert [len(t.claims) for t in verdict.turns] == [1, 1, 0]
-    assert verdict.turns[2].error.startswith("decompose failed") and calls(verdict, "decompose") == 4  # 1 + 1 + 2
+    assert verdict.turns[2].error.startswith("decompose failed") and calls(verdict, "decompose") == 5  # 1 + 1 + 3
     broken, engine = run(dialogue(*dlg.turns[:4], user("x"), assistant("<<BAD-DIALOGUE>>", DOC)),
                          decompose_calls="per-dialogue")
-    assert len(engine.inputs_of("decompose_dialogue")) == 2 and len(engine.inputs_of("decompose")) == 3
+    assert len(engine.inputs_of("decompose_dialogue")) == 3 and len(engine.inputs_of("decompose")) == 3
 
 
 def test_dialogue_demos_carry_the_per_turn_demos():

@@ -124,3 +124,24 @@ def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(BackendUnavailable, match=r"pip install 'vista-dspy\[ray\]'"):
         import_ray()
+
+
+def test_an_outage_stops_a_ray_run_and_the_rerun_completes_it(tmp_path, dev_file, local_ray):
+    from vista_dspy.distributed import RayBackend
+    from vista_dspy.runner import has_failures
+    from vista_dspy.stages import EndpointDown
+
+    dialogues = load_dialogues(dev_file)[:12]
+    program = Vista.from_program(None)
+    with FakeOpenAIServer(down_after=50) as server:
+        config = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False)
+        with pytest.raises(EndpointDown, match="rerun the same command"):
+            evaluate(dialogues, program, None, out_dir=tmp_path, remote=RayBackend(config, workers=2))
+        port = server.port
+    kept = read_verdicts(tmp_path / VERDICTS)
+    assert len(kept) < 12
+    with FakeOpenAIServer(port=port) as server:
+        result = evaluate(dialogues, program, None, out_dir=tmp_path, remote=RayBackend(config, workers=2))
+    assert len(result.verdicts) == 12 and not any(has_failures(v) for v in result.verdicts)
+    ids = [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)]
+    assert len((tmp_path / VERDICTS).read_text().splitlines()) == len(set(ids)) == 12

@@ -30,7 +30,7 @@ from .data.benchmarks import BENCHMARKS, load_benchmark, sample
 from .program import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, Vista
 from .runner import RunResult, evaluate, run_settings
 from .schema import Dialogue, DialogueVerdict
-from .stages import StagedModule
+from .stages import CallFailures, StagedModule
 from .tables import PLAN, TIMING, write_tables
 
 # name -> path under the data directory (``--data-dir``); "vista-human" is VISTA's own annotated format.
@@ -151,12 +151,15 @@ def run_benchmark(
     on_done: Callable[[DialogueVerdict], None] | None = None,
     loaded: Callable[[str, list[Dialogue]], None] | None = None,
     remote: Any = None,
+    retry_errors: bool = True,
+    failures: CallFailures | None = None,
 ) -> BenchmarkResult:
     """Run every system of ``plan`` on every dataset (dataset by dataset) and write the tables.
 
     Each (dataset, system) pair is an ordinary resumable run under ``runs/``; a rerun of the same plan judges only
     what is missing. KeyboardInterrupt keeps what is finished and returns with ``interrupted=True``.
-    ``remote``: a ``distributed.RayBackend`` to run every (dataset, system) pair on.
+    ``remote``: a ``distributed.RayBackend`` to run every (dataset, system) pair on. ``retry_errors`` and
+    ``failures``: as for ``runner.evaluate`` (an endpoint that goes down stops the whole benchmark).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
@@ -177,7 +180,8 @@ def run_benchmark(
                 on_start(dataset, system, len(dialogues))
             started = time.perf_counter()
             result = evaluate(dialogues, judge, lm, adapter=adapter, out_dir=run_dir, settings=settings,
-                              threads=plan.threads, on_done=on_done, remote=remote)
+                              threads=plan.threads, on_done=on_done, remote=remote, retry_errors=retry_errors,
+                              failures=failures)
             _add_timing(run_dir, time.perf_counter() - started, len(result.verdicts) - result.resumed)
             runs[dataset, system] = result
             if result.interrupted:

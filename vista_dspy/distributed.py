@@ -8,7 +8,9 @@ dialogues and verdicts travel as JSON. Several endpoints are spread over the wor
 
 Verdicts stream back to the driver, which appends them to the same ``verdicts.jsonl`` as a local run (resume,
 summary and reports are unchanged). Actors restart when their process dies and Ray retries the task they were
-running, so a killed worker loses nothing; a verdict is recorded once per dialogue whatever the retries.
+running, so a killed worker loses nothing; a verdict is recorded once per dialogue whatever the retries. Each worker
+counts its endpoint's failures as a local run does (``stages.CallFailures``); the first worker to find it down stops
+the run with ``EndpointDown``: verdicts already streamed back are kept, the dialogues in progress are dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from .models import ModelConfig
 from .schema import Dialogue, DialogueVerdict
+from .stages import CallFailures, EndpointDown
 
 RAY_MISSING = "the Ray backend needs Ray: pip install 'vista-dspy[ray]' (or pip install 'ray==2.60.0')"
 
@@ -55,8 +58,9 @@ class RayBackend:
         return dataclasses.replace(self.config, api_base=self.api_bases[index % len(self.api_bases)])
 
     def run(self, todo: Iterable[Dialogue], judge: dict[str, Any], judge_given_claims: bool,
-            record: Callable[[DialogueVerdict], None]) -> None:
-        """Judge ``todo`` on the cluster, calling ``record`` on the driver as each verdict arrives."""
+            record: Callable[[DialogueVerdict], None], failures: CallFailures | None = None) -> None:
+        """Judge ``todo`` on the cluster, calling ``record`` on the driver as each verdict arrives; each worker
+        treats failed calls as ``failures`` says (its own counts)."""
         ray = import_ray()
         from ray.util import ActorPool
 
@@ -72,7 +76,9 @@ class RayBackend:
         # download its price table on a closed network (set before it is imported in the worker).
         actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0,
                            runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})(JudgeActor)
-        actors = [actor.remote(self.worker_config(i), judge, judge_given_claims) for i in range(self.workers)]
+        policy = failures or CallFailures()
+        actors = [actor.remote(self.worker_config(i), judge, judge_given_claims, policy.parse_retries,
+                               policy.stop_after) for i in range(self.workers)]
         seen: set[str] = set()
         try:
             pool = ActorPool(actors)
@@ -81,6 +87,10 @@ class RayBackend:
                 if verdict.dialogue_id not in seen:  # a retried call never writes a second line
                     seen.add(verdict.dialogue_id)
                     record(verdict)
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, EndpointDown):
+                raise EndpointDown(str(exc.cause)) from None
+            raise
         finally:
             for handle in actors:
                 ray.kill(handle)
@@ -91,7 +101,8 @@ class RayBackend:
 class JudgeActor:
     """One worker: its own LM client and judge, built in its own process."""
 
-    def __init__(self, config: ModelConfig, judge: dict[str, Any], judge_given_claims: bool) -> None:
+    def __init__(self, config: ModelConfig, judge: dict[str, Any], judge_given_claims: bool, parse_retries: int,
+                 stop_after: int | None) -> None:
         from .baselines import build_judge
         from .clients import use_cache_for
 
@@ -99,11 +110,12 @@ class JudgeActor:
         self.lm, self.adapter = config.build(), config.build_adapter()
         self.program = build_judge(judge)
         self.judge_given_claims = judge_given_claims
+        self.failures = CallFailures(parse_retries, stop_after)
 
     def judge(self, dialogue_json: str) -> str:
         import dspy
 
         dialogue = Dialogue.model_validate_json(dialogue_json)
-        with dspy.context(lm=self.lm, adapter=self.adapter):
+        with dspy.context(lm=self.lm, adapter=self.adapter), self.failures.active():
             verdict = self.program.judge_claims(dialogue) if self.judge_given_claims else self.program(dialogue)
         return verdict.model_dump_json()

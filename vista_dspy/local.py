@@ -209,12 +209,12 @@ class ServerSettings:
 
     gguf: Path
     port: int = DEFAULT_PORT
-    threads: int = 0  # 0 = all cores
+    threads: int = 0  # 0 = auto (``auto_threads``): all cores, shared out when other embedded servers run
     slots: int = DEFAULT_SLOTS
     ctx_per_slot: int = CTX_PER_SLOT
     # How hard llama.cpp's worker threads busy-wait for work between steps (0-100; llama.cpp's own default is 50).
-    # 0 lets them sleep: as fast alone (27.4 vs 28.0 s per judged turn, same verdicts), and another process on the
-    # same cores keeps its share (benchmarks/local_speed.py, RESULTS.md).
+    # 0 lets them sleep between requests: as fast alone (27.4 vs 28.0 s per judged turn, same verdicts). It does not
+    # save two servers whose threads outnumber the cores (benchmarks/local_speed.py, RESULTS.md): threads do that.
     poll: int = 0
     speculative: str = "none"  # one of SPECULATIVE
     draft_max: int = 16  # tokens drafted per step when speculating
@@ -242,11 +242,38 @@ class ServerSettings:
         return args + (["--draft", str(self.draft_gguf)] if self.draft_gguf is not None else [])
 
 
+def other_servers() -> int:
+    """Embedded model servers (``vista serve`` processes) running on this machine besides this process (read from
+    Linux's /proc; 0 where there is none)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0
+    count = 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and any(a == b"vista" or a.endswith((b"/vista", b"vista_dspy.cli")) for a in argv[:3]):
+            count += 1
+    return count
+
+
+def auto_threads(cores: int, others: int) -> int:
+    """Threads for a server that starts beside ``others`` embedded servers: an equal share of the cores. llama.cpp's
+    threads meet at a barrier after every step, so threads that outnumber the cores wait on each other: two 2-thread
+    servers on 2 cores decode at 1-2 tokens/s instead of ~28 (RESULTS.md, local speed), while two 1-thread servers
+    each keep their solo 1-thread speed."""
+    return max(1, cores // (others + 1))
+
+
 def server_params(settings: ServerSettings):
     """llama.cpp's server parameters (``xllamacpp.CommonParams``) for ``settings``."""
     import xllamacpp
 
-    threads = settings.threads or os.cpu_count() or 2
+    threads = settings.threads or auto_threads(os.cpu_count() or 2, other_servers())
     params = xllamacpp.CommonParams()
     params.model.path = str(settings.gguf)
     params.hostnames = ["127.0.0.1"]
@@ -376,8 +403,12 @@ class LocalServer:
             self.process.kill()
             self.process.wait()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        died = exc is not None and self.process is not None and self.process.poll() is not None
         self.stop()
+        if died:  # the run failed because the server is gone (killed, out of memory): say that first
+            raise LocalServerError(f"the embedded model server exited with code {self.process.returncode} during "
+                                   f"the run (see {self.log}). {exc}") from exc
 
 
 def register_local_model(max_tokens: int) -> None:

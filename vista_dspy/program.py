@@ -20,6 +20,7 @@ import dspy
 
 from . import batching, scoring
 from .compiled import program_path
+from .grounding import says_something, split_grounded
 from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
 from .schema import (
     Category,
@@ -67,6 +68,7 @@ class ClaimsOfTurn(NamedTuple):
     source: str  # "decomposed" or "given"
     removed: int = 0  # repeated claims dropped from the decomposition
     error: str | None = None  # why there are none, when Decompose failed
+    ungrounded: tuple[str, ...] = ()  # decomposed claims not found in the turn or what precedes it (dropped)
 
     @property
     def texts(self) -> list[str]:
@@ -99,6 +101,9 @@ class Vista(StagedModule):
         explain_verified: Verify writes a short explanation before its label (default True). False: the label
             alone, so a VERIFIED claim carries no explanation (an unverified claim still gets Categorize's). Per-claim
             judging only.
+        check_grounding: drop decomposed claims that the turn, the dialogue before it and its background do not
+            contain (``grounding.grounded``: a small model copies its demos' claims); they are neither judged nor
+            stored, and are listed in ``TurnVerdict.ungrounded``. Default True.
         short_answer_tokens: a token cap for the short answers (verify, categorize, contradiction), so a small
             model that starts repeating itself stops early. None (default) keeps the LM's own limit; leave it None
             for reasoning models, whose hidden reasoning counts against the cap.
@@ -120,6 +125,7 @@ class Vista(StagedModule):
         decompose_calls: DecomposeCalls = DEFAULT_DECOMPOSE_CALLS,
         reasoning: Sequence[str] = (),
         explain_verified: bool = True,
+        check_grounding: bool = True,
     ) -> None:
         super().__init__()
         if claim_calls not in CLAIM_CALLS:
@@ -149,6 +155,7 @@ class Vista(StagedModule):
             raise ValueError(f"reasoning applies to {', '.join(REASONING_STAGES)}, not {', '.join(sorted(unknown))}")
         self.reasoning = tuple(s for s in REASONING_STAGES if s in reasoning)
         self.explain_verified = explain_verified
+        self.check_grounding = check_grounding
         self.program_name = "unsaved"
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -175,6 +182,7 @@ class Vista(StagedModule):
             "decompose_calls": self.decompose_calls,
             "reasoning": list(self.reasoning),
             "explain_verified": self.explain_verified,
+            "check_grounding": self.check_grounding,
         }
 
     # ---- public entry points (forward / aforward come from StagedModule) --------------------------------------
@@ -232,6 +240,7 @@ class Vista(StagedModule):
         knowledge: list[str] = list(seed)
         usage = Usage()
         errors: list[str] = []
+        ungrounded_background: list[str] = []
         verdicts: list[TurnVerdict] = []
         signatures = {
             "decompose": self._signature("decompose", self.decompose.signature, history=False),
@@ -251,12 +260,13 @@ class Vista(StagedModule):
             if given is not None and index in given:
                 claims = ClaimsOfTurn(given[index], "given")
             else:
-                claims = self._decomposed_claims(decomposed[index])
+                claims = self._decomposed_claims(decomposed[index], dialogue, index)
             if not turn.judged:
                 # Background (VISTA's "N/A"): the turn's claims become common ground, unjudged.
                 if claims.error is not None:
                     errors.append(f"turn {index} (background): {claims.error}")
                 knowledge.extend(claims.texts)
+                ungrounded_background.extend(claims.ungrounded)
                 continue
 
             # 2-3. Judge the claims against the store as it stood BEFORE this turn (under -AC only the seeded
@@ -269,14 +279,19 @@ class Vista(StagedModule):
                 c.claim for c in verdict.claims if c.category in (Category.VERIFIED, Category.OUT_OF_SCOPE)
             )
 
-        return self._verdict(dialogue, verdicts, usage, errors)
+        return self._verdict(dialogue, verdicts, usage, errors, ungrounded_background=ungrounded_background)
 
-    @staticmethod
-    def _decomposed_claims(result: StageResult) -> ClaimsOfTurn:
+    def _decomposed_claims(self, result: StageResult, dialogue: Dialogue, index: int) -> ClaimsOfTurn:
+        """Decompose's claims of turn ``index``, cleaned, and (``check_grounding``) without the claims that neither
+        the turn nor what precedes it says."""
         if result.error is not None:
             return ClaimsOfTurn([], "decomposed", error=f"decompose failed: {result.error}")
         claims, removed = clean_claims(result.prediction.claims or [])
-        return ClaimsOfTurn(claims, "decomposed", removed)
+        if not self.check_grounding:
+            return ClaimsOfTurn(claims, "decomposed", removed)
+        sources = " ".join([*dialogue.background, *(t.text for t in dialogue.turns[: index + 1])])
+        claims, ungrounded = split_grounded(claims, sources)
+        return ClaimsOfTurn(claims, "decomposed", removed, ungrounded=tuple(ungrounded))
 
     def _judge_turn(self, dialogue: Dialogue, index: int, claims: ClaimsOfTurn, knowledge: list[str],
                     signatures: dict[str, type[dspy.Signature] | None], usage: Usage) -> Steps:
@@ -322,6 +337,9 @@ class Vista(StagedModule):
             knowledge=knowledge,
             contradiction=contradiction,
             duplicates_removed=claims.removed,
+            ungrounded=list(claims.ungrounded),
+            empty_decomposition=(claims.source == "decomposed" and claims.error is None and not claims.claims
+                                 and says_something(turn.text)),
             error=claims.error,
             gold_label=turn.gold.label if turn.gold else None,
         )

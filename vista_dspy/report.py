@@ -83,6 +83,10 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     errors = summary["errors"]
     table.add_row("errors", f"claims {errors['claims']}, failed turns {errors['turns_failed']}, "
                             f"other {errors['dialogue_errors']}")
+    decomposition = summary.get("decomposition")
+    if decomposition:
+        table.add_row("decomposition", f"ungrounded claims dropped {decomposition['ungrounded_claims']}, turns with "
+                                       f"content but no claim {decomposition['empty_turns']}")
     usage = summary["usage"]
     total = usage["total"]
     table.add_row("LM usage (total)", _usage(total))
@@ -111,7 +115,8 @@ def _pct(value: float | None) -> str:
 
 
 def _usage(counts: dict[str, int]) -> str:
-    return f"{counts['calls']} calls, {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion tokens"
+    return (f"{counts['calls']} calls, {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion "
+            "tokens")
 
 
 # ---- HTML report -------------------------------------------------------------------------------------------------

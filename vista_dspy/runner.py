@@ -1,10 +1,15 @@
 """Batch evaluation: dialogues in parallel threads, each verdict appended to a JSONL file the moment it is done,
-resume on rerun, and a summary at the end.
+resume on rerun (judging again the dialogues whose verdict holds a failure), and a summary at the end.
 
 Output directory layout:
     run.json        the settings of the run (a rerun with other settings is refused)
-    verdicts.jsonl  one DialogueVerdict per line, in completion order
+    verdicts.jsonl  one DialogueVerdict per line, in completion order. A repaired dialogue's new verdict is appended
+                    and wins over the old line; when the run ends the file is rewritten (atomically) with one line
+                    per dialogue.
     summary.json    scoring.summarize() over the input's dialogues, in input order
+
+An endpoint that keeps failing stops the run (``stages.CallFailures``): finished dialogues are kept, the ones in
+progress are not written, and ``EndpointDown`` says so; rerunning resumes.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from pydantic import ValidationError
 
 from . import scoring
 from .clients import IN_FLIGHT, PRIORITY, RequestSlots, aclose_client, build_adapter, request_slot
-from .schema import Dialogue, DialogueVerdict
-from .stages import CALL_GUARD, StagedModule
+from .schema import Category, Dialogue, DialogueVerdict
+from .stages import CALL_GUARD, FAILURES, CallFailures, EndpointDown, StagedModule
 
 if TYPE_CHECKING:
     from .distributed import RayBackend
@@ -47,27 +52,63 @@ class RunResult:
     out_dir: Path | None = None
     interrupted: bool = False
     pending: list[str] = field(default_factory=list)
+    repaired: int = 0  # dialogues judged again because their earlier verdict held a failure
+
+
+def has_failures(verdict: DialogueVerdict) -> bool:
+    """Whether some part of the verdict failed (an ERROR claim, a failed stage, an ``unknown`` turn): a resumed run
+    judges such a dialogue again (``retry_errors``)."""
+    return bool(verdict.errors) or any(
+        turn.error is not None or turn.label == "unknown" or any(c.category is Category.ERROR for c in turn.claims)
+        for turn in verdict.turns)
 
 
 def read_verdicts(path: Path) -> list[DialogueVerdict]:
-    """Verdicts already written. A torn last line (the process died mid-write) is cut off the file."""
+    """Verdicts already written, one per dialogue in order of first appearance; a later line for the same dialogue
+    (a repair) replaces the earlier one. A torn last line (the process died mid-write) is cut off the file."""
     if not path.exists():
         return []
-    verdicts: list[DialogueVerdict] = []
-    good_bytes = 0
+    verdicts: dict[str, DialogueVerdict] = {}
+    good_bytes = lines = 0
     with path.open("rb") as handle:
         for raw in handle:
+            lines += 1
             try:
-                verdicts.append(DialogueVerdict.model_validate_json(raw))
+                verdict = DialogueVerdict.model_validate_json(raw)
             except ValidationError:
                 if raw.endswith(b"\n"):
-                    raise RunConflict(f"{path}: line {len(verdicts) + 1} is not a dialogue verdict") from None
+                    raise RunConflict(f"{path}: line {lines} is not a dialogue verdict") from None
                 break  # torn tail
+            verdicts[verdict.dialogue_id] = verdict
             good_bytes += len(raw)
     if good_bytes != path.stat().st_size:
         with path.open("r+b") as handle:
             handle.truncate(good_bytes)
-    return verdicts
+    return list(verdicts.values())
+
+
+def write_verdicts(path: Path, verdicts: Sequence[DialogueVerdict]) -> None:
+    """Replace ``path`` by one line per verdict, atomically: a new file, synced, renamed over the old one."""
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as handle:
+        handle.writelines(v.model_dump_json() + "\n" for v in verdicts)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def compact(path: Path) -> None:
+    """One line per dialogue: rewrite ``path`` (atomically) if a repair left a dialogue on several lines."""
+    verdicts = read_verdicts(path)
+    with path.open("rb") as handle:
+        lines = sum(1 for _ in handle)
+    if lines != len(verdicts):
+        write_verdicts(path, verdicts)
 
 
 def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
@@ -78,7 +119,7 @@ def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
 # Settings recorded only since a later version, with the value every run before it had (the option did not
 # exist): a run.json without them still resumes under those values.
 LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": [],
-                                   "explain_verified": True}
+                                   "explain_verified": True, "check_grounding": False}
 
 
 def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
@@ -116,12 +157,19 @@ def evaluate(
     on_done: Callable[[DialogueVerdict], None] | None = None,
     concurrency: int | None = None,
     remote: RayBackend | None = None,
+    retry_errors: bool = True,
+    failures: CallFailures | None = None,
 ) -> RunResult:
     """Judge ``dialogues`` with ``program`` and ``lm``; write and resume under ``out_dir`` when given.
 
     ``settings`` (any JSON-able dict describing the run) is stored in run.json; a rerun into the same directory
-    must have the same settings and re-asks only the dialogues without a verdict. KeyboardInterrupt stops
-    submitting work, keeps everything finished, and returns with ``interrupted=True``.
+    must have the same settings and re-asks only the dialogues without a verdict, and (``retry_errors``) those
+    whose verdict holds a failure (``has_failures``; their calls that succeeded come from the LM cache).
+    KeyboardInterrupt stops submitting work, keeps everything finished, and returns with ``interrupted=True``.
+
+    ``failures``: how failed calls are treated (default: the caller's active ``CallFailures`` if it may stop, else
+    one with the defaults). When it declares the endpoint down, everything finished is kept and ``EndpointDown`` is
+    raised, its message saying how many dialogues are kept where.
 
     ``concurrency``: run on asyncio instead of threads: ``threads`` dialogues at a time, the claims of a turn
     in parallel, and at most ``concurrency`` LM requests in flight overall.
@@ -129,6 +177,8 @@ def evaluate(
     configuration, and ``program`` from its spec).
     """
     adapter = adapter or build_adapter("json")
+    if failures is None:
+        failures = FAILURES.get() if FAILURES.get().stop_after else CallFailures()
     done: dict[str, DialogueVerdict] = {}
     handle = None
     if out_dir is not None:
@@ -137,13 +187,15 @@ def evaluate(
         wanted = {d.id for d in dialogues}
         done = {v.dialogue_id: v for v in read_verdicts(out_dir / VERDICTS) if v.dialogue_id in wanted}
         handle = (out_dir / VERDICTS).open("a", encoding="utf-8")
-    resumed = len(done)
+    repair = {i for i, v in done.items() if has_failures(v)} if retry_errors else set()
+    resumed = len(done) - len(repair)
     # Longest dialogues first: their chains of dependent calls set the wall time of a parallel run, and a long one
     # started last would run alone at the end (longest-processing-time-first scheduling). Stable for equal lengths.
-    todo = sorted((d for d in dialogues if d.id not in done), key=lambda d: len(d.turns), reverse=True)
+    todo = sorted((d for d in dialogues if d.id not in done or d.id in repair), key=lambda d: len(d.turns),
+                  reverse=True)
 
     def judge(dialogue: Dialogue) -> DialogueVerdict:
-        with dspy.context(lm=lm, adapter=adapter):
+        with dspy.context(lm=lm, adapter=adapter), failures.active():
             return program.judge_claims(dialogue) if judge_given_claims else program(dialogue)
 
     def record(verdict: DialogueVerdict) -> None:
@@ -159,14 +211,17 @@ def evaluate(
         from .baselines import judge_spec
 
         def drive() -> None:
-            remote.run(todo, judge_spec(program), judge_given_claims, record)
+            remote.run(todo, judge_spec(program), judge_given_claims, record, failures=failures)
     elif concurrency is not None:
         def drive() -> None:
-            asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency, record))
+            with failures.active():  # the run's tasks inherit it
+                asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency,
+                                         record))
     else:
         def drive() -> None:
             _judge_threaded(todo, judge, threads, record)
     interrupted = False
+    outage: EndpointDown | None = None
     # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and stalls
     # every request in flight meanwhile. The objects alive before the run are left out of collections during it
     # (unless the caller froze objects itself: its freeze is left as it is).
@@ -177,12 +232,19 @@ def evaluate(
         drive()
     except KeyboardInterrupt:
         interrupted = True
+    except EndpointDown as exc:
+        outage = exc
     finally:
         if freeze:
             gc.unfreeze()
         if handle is not None:
             handle.close()
-    return _result(dialogues, done, out_dir, resumed, interrupted)
+            compact(out_dir / VERDICTS)
+    if outage is not None:
+        kept = f" in {out_dir}" if out_dir is not None else ""
+        raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and kept{kept}"
+                           f"; rerun the same command to resume.") from outage
+    return _result(dialogues, done, out_dir, resumed, interrupted, len(repair))
 
 
 def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], DialogueVerdict], threads: int,
@@ -197,14 +259,20 @@ def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], Dialog
             running[executor.submit(judge, dialogue)] = dialogue.id
             if len(running) >= max(1, threads):
                 break
+        outage: EndpointDown | None = None
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 running.pop(future)
-                record(future.result())
-                nxt = next(queue, None)
+                try:
+                    record(future.result())
+                except EndpointDown as exc:
+                    outage = outage or exc  # submit nothing more; the dialogues still running end soon
+                nxt = None if outage else next(queue, None)
                 if nxt is not None:
                     running[executor.submit(judge, nxt)] = nxt.id
+        if outage is not None:
+            raise outage
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -226,14 +294,20 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
                 verdict = await (program.ajudge_claims(dialogue) if judge_given_claims else program.acall(dialogue))
             record(verdict)
 
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, dialogues_at_once))]
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, dialogues_at_once))))
+        await asyncio.gather(*workers)
     finally:
+        # The first dialogue that fails (a down endpoint, a fatal configuration error) stops the others: they are
+        # unfinished, so not recorded.
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
         await aclose_client(lm)
 
 
 def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], out_dir: Path | None, resumed: int,
-            interrupted: bool) -> RunResult:
+            interrupted: bool, repaired: int) -> RunResult:
     verdicts = [done[d.id] for d in dialogues if d.id in done]
     summary = scoring.summarize(verdicts)
     if out_dir is not None and not interrupted:
@@ -245,4 +319,5 @@ def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], out
         out_dir=out_dir,
         interrupted=interrupted,
         pending=[d.id for d in dialogues if d.id not in done],
+        repaired=repaired,
     )

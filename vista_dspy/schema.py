@@ -209,6 +209,10 @@ class TurnVerdict(_Record):
     # A holistic judge's reason for the whole turn (LLM-as-Judge baseline); claim-level judges leave it empty.
     explanation: str | None = None
     duplicates_removed: int = 0
+    # Decomposed claims that the turn and what precedes it do not contain: dropped, neither judged nor stored.
+    ungrounded: list[str] = Field(default_factory=list)
+    # Decompose found no claim in a turn with content words: the turn is faithful by default, and flagged.
+    empty_decomposition: bool = False
     error: str | None = None
     gold_label: GoldLabel | None = None
 
@@ -221,6 +225,8 @@ class DialogueVerdict(_Record):
     usage: Usage = Field(default_factory=Usage)
     # Failures outside judged turns (e.g. a background turn that could not be decomposed).
     errors: list[str] = Field(default_factory=list)
+    # Ungrounded claims dropped from background turns (never stored as common ground).
+    ungrounded_background: list[str] = Field(default_factory=list)
     program: str | None = None
     model: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)

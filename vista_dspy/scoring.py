@@ -140,6 +140,11 @@ def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
             "turns_failed": sum(t.error is not None for t in turns),
             "dialogue_errors": sum(len(v.errors) for v in verdicts),
         },
+        "decomposition": {
+            "ungrounded_claims": sum(len(t.ungrounded) for t in turns)
+            + sum(len(v.ungrounded_background) for v in verdicts),
+            "empty_turns": sum(t.empty_decomposition for t in turns),
+        },
         "usage": {
             "total": usage.total.model_dump(),
             "by_stage": {k: v.model_dump() for k, v in usage.by_stage.items()},

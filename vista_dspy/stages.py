@@ -1,7 +1,9 @@
 """How a judging method's LM calls run: a method is a generator that yields batches of stage calls, and one driver
 runs them blocking (``forward``), another concurrently (``aforward``). Each call's usage is measured; an answer that
-does not parse is asked again past the cache; any other failure except a fatal configuration error becomes an
-explicit error result (never an exception that loses a dialogue). Shared by VISTA and the baselines.
+does not parse is asked again past the cache; any other failure becomes an explicit error result, except a fatal
+configuration error and an endpoint that keeps failing (``EndpointDown``, when the caller's ``CallFailures`` says
+so): those stop the judging, so that a dialogue is never finished on an outage's errors. Shared by VISTA and the
+baselines.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +22,10 @@ from dspy.utils.exceptions import (
     LMAuthError,
     LMBillingError,
     LMConfigurationError,
+    LMRateLimitError,
+    LMServerError,
+    LMTimeoutError,
+    LMTransportError,
     LMUnsupportedFeatureError,
     LMUnsupportedModelError,
 )
@@ -26,12 +33,63 @@ from dspy.utils.exceptions import (
 from . import scoring
 from .schema import Dialogue, DialogueVerdict, Stage, TurnVerdict, Usage, UsageCounts
 
-# An answer that does not parse is asked once more (HTTP errors and timeouts are retried by the LM client).
-PARSE_RETRIES = 1
+# An answer that does not parse is asked again up to this many times, past the cache (HTTP errors and timeouts are
+# retried by the LM client).
+PARSE_RETRIES = 2
+# Endpoint failures in a row (each after the client's own retries) that stop a run: the endpoint is down.
+STOP_AFTER = 3
 # Errors that no retry or per-claim fallback can fix: stop the run instead of filling it with ERROR verdicts.
 FATAL_LM_ERRORS = (
     LMConfigurationError, LMAuthError, LMBillingError, LMUnsupportedModelError, LMUnsupportedFeatureError
 )
+# Errors that say the endpoint did not answer (refused or dropped connection, DNS, timeout, 5xx, rate limit), as
+# opposed to an answer that could not be used.
+ENDPOINT_ERRORS = (LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError, ConnectionError, TimeoutError)
+
+
+class EndpointDown(RuntimeError):
+    """The LM endpoint failed ``stop_after`` calls in a row: judging stops (the dialogue in progress is not
+    finished)."""
+
+
+class CallFailures:
+    """How one run treats failed LM calls (thread-safe, shared by all its dialogues): an unparseable answer is asked
+    again up to ``parse_retries`` times past the cache, and ``stop_after`` endpoint failures in a row -- with no
+    answer in between -- raise ``EndpointDown`` in every call from then on (``None``: never; the failures stay
+    ERROR verdicts). Whoever runs the judge activates one (``active``); the default never stops."""
+
+    def __init__(self, parse_retries: int = PARSE_RETRIES, stop_after: int | None = STOP_AFTER) -> None:
+        self.parse_retries, self.stop_after = max(0, parse_retries), stop_after or None
+        self.in_a_row = 0
+        self.down: str | None = None
+        self._lock = threading.Lock()
+
+    def before_call(self) -> None:
+        if self.down is not None:
+            raise EndpointDown(self.down)
+
+    def answered(self) -> None:
+        with self._lock:
+            self.in_a_row = 0
+
+    def endpoint_failed(self, error: Exception) -> None:
+        with self._lock:
+            self.in_a_row += 1
+            if self.stop_after is not None and self.in_a_row >= self.stop_after and self.down is None:
+                self.down = f"the model endpoint failed {self.in_a_row} calls in a row; the last: {_describe(error)}"
+        self.before_call()
+
+    @contextlib.contextmanager
+    def active(self):
+        token = FAILURES.set(self)
+        try:
+            yield self
+        finally:
+            FAILURES.reset(token)
+
+
+FAILURES: contextvars.ContextVar[CallFailures] = contextvars.ContextVar(
+    "vista_call_failures", default=CallFailures(stop_after=None))
 
 
 @dataclass
@@ -83,28 +141,35 @@ CALL_GUARD: contextvars.ContextVar[CallGuard] = contextvars.ContextVar(
 
 class _Attempts:
     """The retry policy of one stage call, shared by both drivers: iterating gives each attempt's predictor
-    arguments; an unparseable answer is asked again (past the cache), any other failure ends the attempts, and a
-    fatal configuration error propagates."""
+    arguments; an unparseable answer is asked again (past the cache) as the run's ``CallFailures`` allows, any
+    other failure ends the attempts, and a fatal configuration error or a down endpoint propagates."""
 
     def __init__(self, module: StagedModule, call: StageCall) -> None:
         self.module, self.call = module, call
+        self.failures = FAILURES.get()
         self.prediction: dspy.Prediction | None = None
         self.error: str | None = None
         self._again = True
 
     def __iter__(self):
-        for attempt in range(1 + PARSE_RETRIES):
+        for attempt in range(1 + self.failures.parse_retries):
+            self.failures.before_call()
             yield self.module._kwargs(self.call, attempt)
             if not self._again:
                 return
 
     def succeeded(self, prediction: dspy.Prediction) -> None:
         self.prediction, self.error, self._again = prediction, None, False
+        self.failures.answered()
 
     def failed(self, error: Exception) -> None:
-        if isinstance(error, FATAL_LM_ERRORS):
+        if isinstance(error, (*FATAL_LM_ERRORS, EndpointDown)):
             raise error
         self.error, self._again = _describe(error), isinstance(error, AdapterParseError)
+        if isinstance(error, ENDPOINT_ERRORS):
+            self.failures.endpoint_failed(error)
+        else:
+            self.failures.answered()  # an answer that could not be used: the endpoint is up
 
     def result(self, tracker: Any) -> StageResult:
         return StageResult(self.prediction, self.error, _usage_of(tracker))
@@ -137,7 +202,8 @@ class StagedModule(dspy.Module):
         raise NotImplementedError
 
     def _verdict(
-        self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str]
+        self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str],
+        ungrounded_background: list[str] | None = None,
     ) -> DialogueVerdict:
         return DialogueVerdict(
             dialogue_id=dialogue.id,
@@ -145,6 +211,7 @@ class StagedModule(dspy.Module):
             score=scoring.micro_score(turns),
             usage=usage,
             errors=errors,
+            ungrounded_background=ungrounded_background or [],
             program=self.program_name,
             model=_current_model(),
             options=self.options(),

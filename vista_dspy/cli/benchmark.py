@@ -11,6 +11,7 @@ import typer
 
 from ..local import DEFAULT_PORT
 from ..program import DEFAULT_CLAIM_CALLS
+from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
     Adapter,
@@ -26,7 +27,10 @@ from .common import (
     GgufOption,
     MaxTokensOption,
     ModelOption,
+    ParseRetriesOption,
     PortOption,
+    RetryErrorsOption,
+    StopAfterOption,
     TemperatureOption,
     WorkersOption,
     err,
@@ -74,6 +78,9 @@ def benchmark(
     backend: BackendOption = Backend.local,
     address: AddressOption = None,
     workers: WorkersOption = 2,
+    retry_errors: RetryErrorsOption = True,
+    parse_retries: ParseRetriesOption = PARSE_RETRIES,
+    stop_after: StopAfterOption = STOP_AFTER,
 ) -> None:
     """Run the paper's comparisons with one LM: every system (and ablation) on the same seeded sample of every
     dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
@@ -82,6 +89,7 @@ def benchmark(
     from ..bench import Plan, default_data_dir, parse_datasets, run_benchmark, system_names
     from ..clients import use_cache_for
     from ..compiled import program_for_model
+    from ..stages import CallFailures
     from ..tables import markdown
 
     try:
@@ -105,7 +113,8 @@ def benchmark(
     with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
         result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
                                short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
-                               remote=ray_backend(backend, config, address, workers, api_base))
+                               remote=ray_backend(backend, config, address, workers, api_base),
+                               retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
     sys.stdout.write(markdown(result.tables))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")

@@ -80,6 +80,17 @@ BackendOption = Annotated[Backend, typer.Option(
 AddressOption = Annotated[Optional[str], typer.Option(
     help="With --backend ray: 'auto' (a running cluster), ray://HOST:10001, or none to start Ray here.")]
 WorkersOption = Annotated[int, typer.Option(min=1, help="With --backend ray: worker actors.")]
+RetryErrorsOption = Annotated[bool, typer.Option(
+    help="On resume, judge again every dialogue whose verdict holds a failure (an ERROR claim, a failed stage, an "
+         "unknown turn) and replace its verdict; its calls that succeeded come from the cache.")]
+ParseRetriesOption = Annotated[int, typer.Option(
+    min=0, help="An answer that does not parse is asked again, past the cache, up to N times; then its claim is "
+                "ERROR.")]
+StopAfterOption = Annotated[int, typer.Option(
+    min=0, help="Stop when the model endpoint fails N calls in a row (connection refused, DNS, timeouts, HTTP 5xx "
+                "or 429 left after the client's own retries): finished dialogues are kept, the one in progress is "
+                "not written, the command exits 1, and rerunning it resumes. 0: never stop (failures become ERROR "
+                "verdicts).")]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -97,18 +108,22 @@ def fraction(value: float | None) -> str:
 
 @contextlib.contextmanager
 def run_errors(*input_errors: type[Exception]):
-    """Failures of a run as one-line messages: bad input or settings exit 2, an unusable model or server 1."""
+    """Failures of a run as one-line messages: bad input or settings exit 2; an unusable model or server, or an
+    endpoint that went down mid-run, 1."""
     from dspy.utils.exceptions import LMError
 
     from ..data import InputError
     from ..distributed import BackendUnavailable
     from ..local import LocalServerError
     from ..runner import RunConflict
+    from ..stages import EndpointDown
 
     try:
         yield
     except (InputError, RunConflict, BackendUnavailable, *input_errors) as exc:
         raise fail(str(exc)) from None
+    except EndpointDown as exc:
+        raise fail(str(exc), code=1) from None
     except LMError as exc:
         raise fail(f"the model cannot be used: {exc}", code=1) from None
     except LocalServerError as exc:

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from ..local import DEFAULT_PORT
 from ..program import DEFAULT_CLAIM_CALLS
+from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
 from .app import app
 from .common import (
     CLAIM_CALLS_HELP,
@@ -23,7 +24,9 @@ from .common import (
     GgufOption,
     MaxTokensOption,
     ModelOption,
+    ParseRetriesOption,
     PortOption,
+    StopAfterOption,
     dspy_context,
     err,
     fail,
@@ -67,6 +70,8 @@ def compile_command(
     threads: ScoringThreadsOption = None,
     max_tokens: MaxTokensOption = 1024,
     cache: CacheOption = True,
+    parse_retries: ParseRetriesOption = PARSE_RETRIES,
+    stop_after: StopAfterOption = STOP_AFTER,
     claim_calls: Annotated[ClaimCalls, typer.Option(help="Judging mode the dev scores are measured with. "
                                                          + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
 ) -> None:
@@ -95,7 +100,8 @@ def compile_command(
     err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
               f"dialogues, demos {budgets}", highlight=False)
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls.value)
-    with run_errors(ValueError), lm_setup.server, dspy_context(config):
+    with run_errors(ValueError), lm_setup.server, dspy_context(config), \
+            CallFailures(parse_retries, stop_after).active():
         result = compile_program(
             train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
             given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
@@ -138,6 +144,8 @@ def study(
     port: PortOption = DEFAULT_PORT,
     threads: ScoringThreadsOption = None,
     cache: CacheOption = True,
+    parse_retries: ParseRetriesOption = PARSE_RETRIES,
+    stop_after: StopAfterOption = STOP_AFTER,
 ) -> None:
     """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
     (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best
@@ -162,7 +170,7 @@ def study(
     adapters = ("json",) if model in (None, "local") else ("json", "chat")
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with run_errors(), lm_setup.server, dspy_context(config):
+    with run_errors(), lm_setup.server, dspy_context(config), CallFailures(parse_retries, stop_after).active():
         found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
                                       study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
                                       given_claims=given_claims, threads=threads or lm_setup.threads, base=base,

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from ..local import DEFAULT_PORT
 from ..program import DEFAULT_CLAIM_CALLS, DEFAULT_DECOMPOSE_CALLS
+from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
     Adapter,
@@ -28,7 +29,10 @@ from .common import (
     GgufOption,
     MaxTokensOption,
     ModelOption,
+    ParseRetriesOption,
     PortOption,
+    RetryErrorsOption,
+    StopAfterOption,
     System,
     TemperatureOption,
     WorkersOption,
@@ -76,6 +80,10 @@ ExplainVerifiedOption = Annotated[bool, typer.Option(
     help="Verify writes a short explanation before its label. --no-explain-verified: the label alone (about a third "
          "fewer written tokens with the local model); a VERIFIED claim then has no explanation, an unverified one "
          "still gets Categorize's. Per-claim judging only.")]
+CheckGroundingOption = Annotated[bool, typer.Option(
+    help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
+         "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
+         "--no-check-grounding keeps them (the behaviour before this check).")]
 ReasoningOption = Annotated[str, typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
          "categorize.")]
@@ -115,12 +123,16 @@ def evaluate(
     decompose_calls: DecomposeCallsOption = DecomposeCalls(DEFAULT_DECOMPOSE_CALLS),
     reasoning: ReasoningOption = "",
     explain_verified: ExplainVerifiedOption = True,
+    check_grounding: CheckGroundingOption = True,
     adapter: AdapterOption = Adapter.json,
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = 1024,
     cache: CacheOption = True,
     format: FormatOption = None,
     overwrite: OverwriteOption = False,
+    retry_errors: RetryErrorsOption = True,
+    parse_retries: ParseRetriesOption = PARSE_RETRIES,
+    stop_after: StopAfterOption = STOP_AFTER,
     show_claims: ShowClaimsOption = None,
     json_summary: JsonOption = False,
 ) -> None:
@@ -128,6 +140,7 @@ def evaluate(
     from ..clients import use_cache_for
     from ..runner import RUN, SUMMARY, VERDICTS, dialogues_for, run_settings
     from ..runner import evaluate as run_evaluation
+    from ..stages import CallFailures
 
     console = Console(stderr=json_summary)
     dialogues = _dialogues(input, format, limit, judge_given_claims)
@@ -139,7 +152,7 @@ def evaluate(
                          seed_background=background, check_contradictions=contradiction_check,
                          claim_calls=claim_calls.value, decompose_calls=decompose_calls.value,
                          reasoning=[r.strip() for r in reasoning.split(",") if r.strip()],
-                         explain_verified=explain_verified)
+                         explain_verified=explain_verified, check_grounding=check_grounding)
     judge = _judge(system, program, model, judge_given_claims, zero_shot=zero_shot,
                    short_answer_tokens=lm_setup.short_answer_tokens, **vista_options)
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
@@ -161,7 +174,8 @@ def evaluate(
     with run_errors(), lm_setup.server, progress:
         result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
                                 settings=settings, threads=threads, judge_given_claims=judge_given_claims,
-                                on_done=on_done, concurrency=concurrency, remote=remote)
+                                on_done=on_done, concurrency=concurrency, remote=remote, retry_errors=retry_errors,
+                                failures=CallFailures(parse_retries, stop_after))
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
@@ -172,8 +186,9 @@ def _show(console: Console, result, out: Path, *, show_claims: bool | None, json
     from ..report import print_summary, print_verdict
     from ..runner import SUMMARY, VERDICTS
 
-    if result.resumed:
-        console.print(f"resumed: {result.resumed} dialogues were already judged in {out}")
+    if result.resumed or result.repaired:
+        console.print(f"resumed: {result.resumed} dialogues were already judged in {out}"
+                      + (f"; {result.repaired} with a failure were judged again" if result.repaired else ""))
     if show_claims if show_claims is not None else len(result.verdicts) <= 3:
         for verdict in result.verdicts:
             print_verdict(console, verdict)
@@ -228,12 +243,13 @@ def _judge(system: System, program: str | None, model: str | None, judge_given_c
 def _progress_line(progress, dialogues: int, turns_total: int):
     """A progress task for the run, and the callback that advances it as each dialogue's verdict arrives."""
     task = progress.add_task("judging", total=dialogues)
-    stats = {"turns": 0, "errors": 0}
+    stats = {"turns": 0, "failed": 0, "errors": 0}
 
     def on_done(verdict) -> None:
         stats["turns"] += len(verdict.turns)
+        stats["failed"] += sum(t.error is not None or t.label == "unknown" for t in verdict.turns)
         stats["errors"] += sum(c.error is not None for t in verdict.turns for c in t.claims)
-        progress.update(task, advance=1,
-                        description=f"judging ({stats['turns']}/{turns_total} turns, {stats['errors']} errors)")
+        progress.update(task, advance=1, description=f"judging ({stats['turns']}/{turns_total} turns, "
+                                                     f"{stats['failed']} failed, {stats['errors']} ERROR claims)")
 
     return on_done

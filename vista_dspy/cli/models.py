@@ -78,16 +78,17 @@ def serve(
     gguf: Annotated[Optional[Path], typer.Option(envvar="VISTA_GGUF", help="GGUF file to serve (default: the "
                                                  "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M).")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = DEFAULT_PORT,
-    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all cores).")] = 0,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads. 0: all cores, or an equal share of them when "
+                                                     "other embedded servers already run on this machine (threads "
+                                                     "that outnumber the cores stall every server).")] = 0,
     slots: Annotated[int, typer.Option(min=1, help="Parallel slots (sequences decoded together); llama.cpp gives "
                                                    "a request the slot whose cached prompt shares the most with "
                                                    "it, so each stage's few-shot prompt stays cached.")
                      ] = DEFAULT_SLOTS,
     ctx: Annotated[int, typer.Option(min=1024, help="Context tokens per slot.")] = CTX_PER_SLOT,
     poll: Annotated[int, typer.Option(min=0, max=100, help="How hard idle worker threads busy-wait (llama.cpp's "
-                                                           "--poll, its own default 50): 0 lets them sleep, as "
-                                                           "fast alone, and another process on the same cores "
-                                                           "keeps its share.")] = 0,
+                                                           "--poll, its own default 50): 0 lets them sleep between "
+                                                           "requests, and is as fast.")] = 0,
     speculative: Annotated[Speculative, typer.Option(help="Speculative decoding: n-gram lookups in the prompt "
                                                           "and earlier output (no second model), or a draft "
                                                           "model (--draft).")] = Speculative("none"),

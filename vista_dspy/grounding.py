@@ -1,0 +1,55 @@
+"""Whether Decompose's claims come from the turn it decomposed: a claim whose content words are mostly absent from
+the turn, the dialogue before it and the dialogue's background was not said there (a small model copies its demos'
+claims), so it is neither judged nor accepted into the knowledge store. Lexical, no LM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_WORD = re.compile(r"[a-z0-9]+")
+# Function words, and the words a claim adds when it restates who said what ("the assistant thinks that ...").
+_IGNORED = frozenset("""
+a an the of to is are was were be been being am and or but if so than then that this these those it its in on at for
+with as by from about into over after before up out not no yes do does did has have had will would can could should
+may might must shall there here which who whom what when where why how all any some many much more most other such
+only just also very really too one i me my mine you your yours we us our he him his she her hers they them their
+assistant user speaker wizard apprentice person someone says said say states stated state mentions mentioned mention
+thinks think thought believes believe believed feels feel felt likes like liked loves love enjoys enjoy knows know
+wants want told tell tells claims claim
+""".split())
+# A claim is grounded when at least this share of its content words occur in its sources.
+GROUNDED_SHARE = 0.5
+# A turn with at least this many content words says something: no claim from it is flagged.
+CONTENT_WORDS = 4
+
+
+def _stem(word: str) -> str:
+    """Crude stem: plural and inflection endings mostly vanish in the first five letters (directed ~ director)."""
+    return word.rstrip("s")[:5] if len(word) > 3 else word
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in _IGNORED}
+
+
+def grounded(claim: str, sources: set[str]) -> bool:
+    """Whether ``claim`` is made of the words of ``sources`` (``content_words`` of the turn and what precedes it)."""
+    words = content_words(claim)
+    return not words or sum(w in sources for w in words) >= GROUNDED_SHARE * len(words)
+
+
+def split_grounded(claims: Iterable[str], sources_text: str) -> tuple[list[str], list[str]]:
+    """(claims grounded in ``sources_text``, claims that are not), each in order."""
+    sources = content_words(sources_text)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for claim in claims:
+        (kept if grounded(claim, sources) else dropped).append(claim)
+    return kept, dropped
+
+
+def says_something(turn: str) -> bool:
+    """Whether a turn has enough content words that an empty decomposition is suspect."""
+    return len(content_words(turn)) >= CONTENT_WORDS
