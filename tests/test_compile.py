@@ -245,3 +245,22 @@ def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
         if path.stem != "seed":  # a compiled program documents how it was made
             info = json.loads(meta.read_text())
             assert info["program"] == path.stem and info["dev_score"]["compiled"]["turn_accuracy"] is not None
+
+
+def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_module):
+    """No candidate is scored on an outage's ERROR verdicts: the command stops, exits 1, and writes no program."""
+    from typer.testing import CliRunner
+
+    from fakes import FakeOpenAIServer
+    from vista_dspy.cli import app
+
+    common = ["--model", "hosted_vllm/fake", "--data-dir", str(dev_file_module.parent.parent), "--n-train", "6",
+              "--n-dev", "2", "--out-dir", str(tmp_path), "--no-cache", "--stop-after", "1"]
+    for command in (["compile", "--demos", "decompose=2,verify=2,categorize=1"], ["study", "--trials", "2",
+                                                                                  "--apply", "--name", "studied"]):
+        with FakeOpenAIServer(down_after=20) as server:
+            result = CliRunner().invoke(app, [*command, *common, "--api-base", server.url])
+        message = " ".join(result.output.split())
+        assert result.exit_code == 1, result.output
+        assert "the model endpoint failed 1 calls in a row" in message and "Traceback" not in result.output
+    assert list(tmp_path.glob("*.json")) == []

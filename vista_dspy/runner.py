@@ -241,9 +241,12 @@ def evaluate(
             handle.close()
             compact(out_dir / VERDICTS)
     if outage is not None:
-        kept = f" in {out_dir}" if out_dir is not None else ""
-        raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and kept{kept}"
-                           f"; rerun the same command to resume.") from outage
+        if out_dir is not None:
+            raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and kept "
+                               f"in {out_dir}; rerun the same command to resume.") from outage
+        raise EndpointDown(f"{outage}. Stopped after {len(done)} of {len(dialogues)} dialogues; the answers "
+                           "received are in the LM cache (unless it is off), so rerunning the same command does not "
+                           "pay for them again.") from outage
     return _result(dialogues, done, out_dir, resumed, interrupted, len(repair))
 
 
