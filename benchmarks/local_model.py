@@ -152,16 +152,21 @@ def main() -> int:
     parser.add_argument("--compare", type=Path, default=None, metavar="OTHER_OUT",
                         help="with --report-only: exact McNemar of the end-to-end turn labels against another "
                              "run's --out, on the turns both judged")
+    parser.add_argument("--poll", type=int, default=None, help="server polling (default: ServerSettings')")
+    parser.add_argument("--no-check-grounding", dest="check_grounding", action="store_false",
+                        help="keep decomposed claims the turn does not contain (the behaviour before the check)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where the verdicts go (default benchmarks/runs/local-<program>-<turns>)")
     args = parser.parse_args()
 
     dialogues = first_judged_turns(load_dialogues(args.data), args.turns)
-    settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port)
+    settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port,
+                              **({} if args.poll is None else {"poll": args.poll}))
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
     program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS,
-                                 claim_calls=args.claim_calls, decompose_calls=args.decompose_calls)
+                                 claim_calls=args.claim_calls, decompose_calls=args.decompose_calls,
+                                 check_grounding=args.check_grounding)
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     mode = ("" if args.claim_calls == "per-claim" else f"-{args.claim_calls}") + \
@@ -207,7 +212,9 @@ def print_comparison(out: Path, other: Path) -> None:
 
 def print_table(rows, args, settings, program, peak) -> None:
     print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns} "
-          f"--claim-calls {args.claim_calls} --decompose-calls {args.decompose_calls}`")
+          f"--claim-calls {args.claim_calls} --decompose-calls {args.decompose_calls}"
+          f"{'' if args.poll is None else f' --poll {args.poll}'}"
+          f"{'' if args.check_grounding else ' --no-check-grounding'}`")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
           f"dspy {dspy.__version__}; model {settings.gguf.name}; program {program.program_name}; "
           f"server peak RSS {peak}.\n")

@@ -264,3 +264,40 @@ def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_mod
         assert result.exit_code == 1, result.output
         assert "the model endpoint failed 1 calls in a row" in message and "Traceback" not in result.output
     assert list(tmp_path.glob("*.json")) == []
+
+
+def test_compile_all_configured_compiles_every_reachable_paper_model(tmp_path, dev_file_module, monkeypatch):
+    """Two fake endpoints stand in for two open-weights models of the paper; the six others are skipped, each with a
+    line saying what it lacks, and nothing is written for them."""
+    from typer.testing import CliRunner
+
+    from fakes import FakeOpenAIServer
+    from vista_dspy.cli import app
+    from vista_dspy.models import MODELS
+
+    for spec in MODELS.values():
+        for variable in (*spec.needs, spec.endpoint_variable):
+            monkeypatch.delenv(variable, raising=False)
+    with FakeOpenAIServer() as llama, FakeOpenAIServer() as qwen:
+        monkeypatch.setenv("VISTA_API_BASE_LLAMA_3_1_8B", llama.url)
+        monkeypatch.setenv("VISTA_API_BASE_QWEN3_8B", qwen.url)
+        result = CliRunner().invoke(app, [
+            "compile", "--model", "all-configured", "--data-dir", str(dev_file_module.parent.parent), "--n-train",
+            "6", "--n-dev", "2", "--out-dir", str(tmp_path), "--no-cache", "--demos",
+            "decompose=2,verify=2,categorize=1"])
+        assert result.exit_code == 0, result.output
+        assert llama.requests > 0 and qwen.requests > 0
+    output = " ".join(result.output.split())
+    for skipped in ("gpt-4o: set OPENAI_API_KEY", "gpt-5: set OPENAI_API_KEY", "deepseek-v3: set DEEPSEEK_API_KEY",
+                    "llama-3.1-70b: set VISTA_API_BASE_LLAMA_3_1_70B", "mistral-7b: set VISTA_API_BASE_MISTRAL_7B",
+                    "qwen3-32b: set VISTA_API_BASE_QWEN3_32B"):
+        assert f"skip {skipped}" in output
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "llama-3.1-8b.json", "llama-3.1-8b.meta.json", "qwen3-8b.json", "qwen3-8b.meta.json"]
+    meta = json.loads((tmp_path / "qwen3-8b.meta.json").read_text())
+    assert meta["model"] == MODELS["qwen3-8b"].model and meta["model_name"] == "qwen3-8b"
+    monkeypatch.delenv("VISTA_API_BASE_LLAMA_3_1_8B")
+    monkeypatch.delenv("VISTA_API_BASE_QWEN3_8B")
+    nothing = CliRunner().invoke(app, ["compile", "--model", "all-configured", "--data-dir",
+                                       str(dev_file_module.parent.parent)])
+    assert nothing.exit_code == 2 and "none of the paper's models is configured" in nothing.output

@@ -22,10 +22,11 @@ def test_a_claim_is_grounded_when_most_of_its_content_words_occur_in_its_sources
     sources = content_words("user: Which car sells best?\nassistant: I'm not sure, but I think Toyota sold ten "
                             "million Corollas in 2021, mostly in Asia.")
     assert grounded("The assistant thinks Toyota sold 10 million Corollas in 2021.", sources)  # 10 vs ten: 4 of 5
-    assert grounded("Toyota's Corolla is the best selling car.", sources)  # inflections: sold ~ sells, selling
+    assert grounded("Toyota's Corolla is the best selling car.", sources)  # inflections: sells ~ selling
     assert not grounded("Hayao Miyazaki directed Spirited Away.", sources)
     assert not grounded("The assistant's grandmother told stories about Paris.", sources)
     assert grounded("The assistant likes it.", sources)  # nothing but framing: nothing to check
+    assert grounded("Do not smoke.", content_words("Eat healthy and avoid smoking."))  # smoke ~ smoking
     kept, dropped = split_grounded(["Toyota sold cars.", "Miyazaki directed films."], "Toyota sold many cars.")
     assert kept == ["Toyota sold cars."] and dropped == ["Miyazaki directed films."]
 

@@ -258,3 +258,27 @@ def test_cache_dir_option_keeps_lm_answers_there(tmp_path, dev_file, monkeypatch
                                     str(tmp_path / "o2"), "--json"])
         assert again.exit_code == 0 and server.requests == calls  # every answer came from the cache
     assert any((tmp_path / "c" / "lm-cache").iterdir())
+
+
+def test_a_program_applies_its_saved_options_unless_a_flag_says_otherwise(tmp_path, dev_file):
+    import shutil
+
+    from vista_dspy.compiled import SEED_PROGRAM, compiled_dir
+
+    program = tmp_path / "tuned.json"
+    shutil.copy(compiled_dir() / f"{SEED_PROGRAM}.json", program)
+    (tmp_path / "tuned.meta.json").write_text(json.dumps(
+        {"program": "tuned", "options": {"use_context": True, "reasoning": ["verify"], "adapter": "json"}}))
+    with FakeOpenAIServer() as server:
+        common = ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base", server.url, "--limit", "1",
+                  "--program", str(program), "--no-cache"]
+        saved = runner.invoke(app, [*common, "--out", str(tmp_path / "saved")])
+        overridden = runner.invoke(app, [*common, "--out", str(tmp_path / "flags"), "--no-context", "--reasoning",
+                                         "none"])
+    assert saved.exit_code == 0 and overridden.exit_code == 0, saved.output + overridden.output
+    assert "applies its saved options: use_context=True, reasoning=['verify']" in " ".join(saved.output.split())
+    [with_saved] = read_verdicts(tmp_path / "saved" / VERDICTS)
+    [with_flags] = read_verdicts(tmp_path / "flags" / VERDICTS)
+    assert with_saved.options["use_context"] is True and with_saved.options["reasoning"] == ["verify"]
+    assert with_flags.options["use_context"] is False and with_flags.options["reasoning"] == []
+    assert with_saved.program == with_flags.program == str(program)

@@ -1,6 +1,6 @@
 """Whether Decompose's claims come from the turn it decomposed: a claim whose content words are mostly absent from
 the turn, the dialogue before it and the dialogue's background was not said there (a small model copies its demos'
-claims), so it is neither judged nor accepted into the knowledge store. Lexical, no LM.
+claims), so it is neither judged nor accepted into the knowledge store. Lexical, no LM: a copied claim shares almost no word with the turn, so a crude stem is enough.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ CONTENT_WORDS = 4
 
 
 def _stem(word: str) -> str:
-    """Crude stem: plural and inflection endings mostly vanish in the first five letters (directed ~ director)."""
-    return word.rstrip("s")[:5] if len(word) > 3 else word
+    """Crude stem: the first four letters of a longer word (smoke ~ smoking, directed ~ director, sold ~ sold),
+    a short word without its plural s (cars ~ car)."""
+    return word[:4] if len(word) > 4 else word.rstrip("s") or word
 
 
 def content_words(text: str) -> set[str]:

@@ -404,7 +404,8 @@ class LocalServer:
             self.process.wait()
 
     def __exit__(self, exc_type, exc, traceback) -> None:
-        died = exc is not None and self.process is not None and self.process.poll() is not None
+        # (Ctrl-C reaches the child too: an interrupt is not reported as the server's death.)
+        died = isinstance(exc, Exception) and self.process is not None and self.process.poll() is not None
         self.stop()
         if died:  # the run failed because the server is gone (killed, out of memory): say that first
             raise LocalServerError(f"the embedded model server exited with code {self.process.returncode} during "

@@ -109,6 +109,31 @@ class ModelSpec:
     def missing(self) -> list[str]:
         return [name for name in self.needs if not os.environ.get(name)]
 
+    @property
+    def endpoint_variable(self) -> str:
+        """The environment variable naming this open-weights model's own endpoint (e.g. VISTA_API_BASE_QWEN3_8B),
+        for commands that address several models at once."""
+        return "VISTA_API_BASE_" + re.sub(r"[^A-Z0-9]+", "_", self.name.upper())
+
+
+def configured_models() -> tuple[list[tuple[str, str | None]], list[tuple[str, str]]]:
+    """The paper's models this machine can reach, as (name, endpoint or None), and the others as (name, what is
+    missing). A hosted model needs its key; an open-weights model its own endpoint (``endpoint_variable``)."""
+    ready: list[tuple[str, str | None]] = []
+    skipped: list[tuple[str, str]] = []
+    for spec in MODELS.values():
+        if spec.open_weights:
+            endpoint = os.environ.get(spec.endpoint_variable)
+            if endpoint:
+                ready.append((spec.name, endpoint))
+            else:
+                skipped.append((spec.name, f"set {spec.endpoint_variable} to its OpenAI-compatible endpoint"))
+        elif spec.missing():
+            skipped.append((spec.name, "set " + ", ".join(spec.missing())))
+        else:
+            ready.append((spec.name, None))
+    return ready, skipped
+
 
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("gpt-4o", "openai/gpt-4o", "OpenAI GPT-4o", needs=("OPENAI_API_KEY",)),

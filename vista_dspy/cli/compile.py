@@ -15,6 +15,8 @@ from ..local import DEFAULT_PORT
 from ..program import DEFAULT_CLAIM_CALLS
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
 from .app import app
+
+ALL_CONFIGURED = "all-configured"
 from .common import (
     CLAIM_CALLS_HELP,
     ApiBaseOption,
@@ -76,12 +78,15 @@ def compile_command(
                                                          + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
 ) -> None:
     """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
-    on dev dialogues, and save the program (used automatically by `vista evaluate --model M`)."""
-    from ..clients import use_cache_for
+    on dev dialogues, and save the program (used automatically by `vista evaluate --model M`).
+
+    --model all-configured compiles each of the paper's eight models that this machine can reach -- a hosted model
+    whose key is set, an open-weights model whose own endpoint is set (VISTA_API_BASE_<NAME>, e.g.
+    VISTA_API_BASE_QWEN3_8B) -- one after the other, into compiled/<name>.json, and says what each skipped one
+    lacks."""
     from ..data import InputError
-    from ..models import program_name_for
-    from ..optimize import OPTIMIZERS, compile_program, parse_demos, save_compiled
-    from ..program import Vista
+    from ..models import configured_models
+    from ..optimize import OPTIMIZERS, parse_demos
 
     if optimizer not in OPTIMIZERS:
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
@@ -93,13 +98,39 @@ def compile_command(
     overlap = {d.id for d in train_set} & {d.id for d in dev_set}
     if overlap:
         raise fail(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint parts")
+    targets = [(model, api_base)]
+    if model == ALL_CONFIGURED:
+        if name:
+            raise fail("--name applies to one model, not to --model all-configured")
+        targets, skipped = configured_models()
+        for skipped_name, missing in skipped:
+            err.print(f"skip {skipped_name}: {missing}", highlight=False)
+        if not targets:
+            raise fail("none of the paper's models is configured (see the lines above)")
+    for target, endpoint in targets:
+        _compile_one(target, endpoint, train_set, dev_set, train_info, dev_info, optimizer=optimizer, budgets=budgets,
+                     budget=budget, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir, gguf=gguf,
+                     port=port, threads=threads, max_tokens=max_tokens, cache=cache, parse_retries=parse_retries,
+                     stop_after=stop_after, claim_calls=claim_calls.value)
+
+
+def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_set: list, train_info: dict,
+                 dev_info: dict, *, optimizer: str, budgets: dict, budget: int, seed: int, given_claims: bool,
+                 name: str | None, out_dir: Path | None, gguf: Path | None, port: int, threads: int | None,
+                 max_tokens: int, cache: bool, parse_retries: int, stop_after: int, claim_calls: str) -> None:
+    """Compile, score and save the program of one model; print its path on stdout."""
+    from ..clients import use_cache_for
+    from ..models import program_name_for
+    from ..optimize import compile_program, save_compiled
+    from ..program import Vista
+
     lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, max_tokens=max_tokens, cache=cache)
     config = lm_setup.config
     use_cache_for(config)
     name = name or program_name_for(model)
     err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
               f"dialogues, demos {budgets}", highlight=False)
-    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls.value)
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls)
     with run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         result = compile_program(
@@ -191,7 +222,7 @@ def study(
 
 def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_claims: bool, name: str,
                 out_dir: Path | None, describe: dict, train_set: list, dev_set: list) -> None:
-    """Save the best trial's program as compiled/<name>.json (+ meta) and say which flags it was judged with."""
+    """Save the best trial's program as compiled/<name>.json (+ meta, with the options `vista evaluate` applies)."""
     from ..optimize import CompileResult, compile_metadata, save_compiled
     from ..study import program_from_params
 
@@ -204,12 +235,10 @@ def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_clai
         dev_score={"compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
         options={"use_context": best.params["context"], "adapter": adapter, "reasoning": list(program.reasoning)})
     path = save_compiled(CompileResult(program, metadata), name, out_dir)
-    flags = (["--context"] if best.params["context"] else []) + ([f"--adapter {adapter}"] if adapter != "json"
-                                                                 else [])
-    if program.reasoning:
-        flags.append(f"--reasoning {','.join(program.reasoning)}")
-    err.print(f"saved {path}" + (f"; judge with {' '.join(flags)} as the best trial did" if flags else ""),
-              highlight=False)
+    # `vista evaluate` applies the saved context and reasoning options itself; the adapter is the model's setting.
+    note = f"; judge with --adapter {adapter} as the best trial did" if adapter != "json" else ""
+    err.print(f"saved {path} (with its options: context {best.params['context']}, reasoning "
+              f"{','.join(program.reasoning) or 'none'}){note}", highlight=False)
 
 
 def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,

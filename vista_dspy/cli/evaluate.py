@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from ..local import DEFAULT_PORT
-from ..program import DEFAULT_CLAIM_CALLS, DEFAULT_DECOMPOSE_CALLS
+from ..program import DEFAULT_DECOMPOSE_CALLS
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
@@ -22,7 +22,6 @@ from .common import (
     Backend,
     BackendOption,
     CacheOption,
-    ClaimCalls,
     ClaimCallsOption,
     DecomposeCalls,
     DecomposeCallsOption,
@@ -66,8 +65,9 @@ ConcurrencyOption = Annotated[Optional[int], typer.Option(
 LimitOption = Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")]
 GivenClaimsOption = Annotated[bool, typer.Option(
     help="Judge the gold claims of annotated turns instead of decomposing (claim accuracy).")]
-ContextOption = Annotated[bool, typer.Option(
-    "--context", help="VISTA+ctx: give the dialogue history to Verify and Categorize.")]
+ContextOption = Annotated[Optional[bool], typer.Option(
+    "--context/--no-context", help="VISTA+ctx: give the dialogue history to Verify and Categorize. Default: the "
+                                   "program's saved option, else off.", show_default=False)]
 AccumulateOption = Annotated[bool, typer.Option(
     help="Keep the knowledge store across turns (--no-accumulate = the -AC ablation).")]
 HistoryOption = Annotated[bool, typer.Option(help="Give the history to Decompose (--no-history = the ablation).")]
@@ -76,17 +76,18 @@ ContradictionOption = Annotated[bool, typer.Option(
     help="One more call per turn: does it contradict an earlier turn? A yes makes the turn hallucinated.")]
 BackgroundOption = Annotated[bool, typer.Option(
     help="Seed the knowledge store with each dialogue's background facts.")]
-ExplainVerifiedOption = Annotated[bool, typer.Option(
-    help="Verify writes a short explanation before its label. --no-explain-verified: the label alone (about a third "
-         "fewer written tokens with the local model); a VERIFIED claim then has no explanation, an unverified one "
-         "still gets Categorize's. Per-claim judging only.")]
+ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
+    help="Verify writes a short explanation before its label (default, unless the program saved otherwise). "
+         "--no-explain-verified: the label alone (about a quarter fewer written tokens with the local model); a "
+         "VERIFIED claim then has no explanation, an unverified one still gets Categorize's. Per-claim judging only.",
+    show_default=False)]
 CheckGroundingOption = Annotated[bool, typer.Option(
     help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
          "--no-check-grounding keeps them (the behaviour before this check).")]
-ReasoningOption = Annotated[str, typer.Option(
+ReasoningOption = Annotated[Optional[str], typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
-         "categorize.")]
+         "categorize; 'none' for none. Default: the program's saved option, else none.", show_default=False)]
 FormatOption = Annotated[Optional[str], typer.Option(
     help="Input format: vista or dialogues (default: detected), or a benchmark loader: begin, fade, "
          "faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
@@ -113,16 +114,16 @@ def evaluate(
     concurrency: ConcurrencyOption = None,
     limit: LimitOption = None,
     judge_given_claims: GivenClaimsOption = False,
-    context: ContextOption = False,
+    context: ContextOption = None,
     accumulate: AccumulateOption = True,
     history: HistoryOption = True,
     zero_shot: ZeroShotOption = False,
     contradiction_check: ContradictionOption = False,
     background: BackgroundOption = True,
-    claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    claim_calls: ClaimCallsOption = None,
     decompose_calls: DecomposeCallsOption = DecomposeCalls(DEFAULT_DECOMPOSE_CALLS),
-    reasoning: ReasoningOption = "",
-    explain_verified: ExplainVerifiedOption = True,
+    reasoning: ReasoningOption = None,
+    explain_verified: ExplainVerifiedOption = None,
     check_grounding: CheckGroundingOption = True,
     adapter: AdapterOption = Adapter.json,
     temperature: TemperatureOption = None,
@@ -148,13 +149,16 @@ def evaluate(
                            max_tokens=max_tokens, cache=cache, adapter=adapter)
     config = lm_setup.config
     threads = threads or (dialogues_for(concurrency) if concurrency else lm_setup.threads)
-    vista_options = dict(use_context=context, accumulate=accumulate, history_in_decompose=history,
-                         seed_background=background, check_contradictions=contradiction_check,
-                         claim_calls=claim_calls.value, decompose_calls=decompose_calls.value,
-                         reasoning=[r.strip() for r in reasoning.split(",") if r.strip()],
-                         explain_verified=explain_verified, check_grounding=check_grounding)
+    vista_options = dict(accumulate=accumulate, history_in_decompose=history, seed_background=background,
+                         check_contradictions=contradiction_check, decompose_calls=decompose_calls.value,
+                         check_grounding=check_grounding)
+    # Options a compiled program may have saved: a flag given here wins, else the program's, else the default.
+    flags = dict(use_context=context, claim_calls=claim_calls.value if claim_calls else None,
+                 reasoning=None if reasoning is None else [r.strip() for r in reasoning.split(",")
+                                                           if r.strip() not in ("", "none")],
+                 explain_verified=explain_verified)
     judge = _judge(system, program, model, judge_given_claims, zero_shot=zero_shot,
-                   short_answer_tokens=lm_setup.short_answer_tokens, **vista_options)
+                   short_answer_tokens=lm_setup.short_answer_tokens, flags=flags, console=console, **vista_options)
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
                   f"{f' at {config.api_base}' if config.api_base else ''}, program [bold]{judge.program_name}[/]",
                   highlight=False)
@@ -222,10 +226,11 @@ def _dialogues(input: Path, format: str | None, limit: int | None, judge_given_c
 
 
 def _judge(system: System, program: str | None, model: str | None, judge_given_claims: bool, *, zero_shot: bool,
-           short_answer_tokens: int | None, **vista_options):
-    """VISTA with its program and switches, or a baseline; exits 2 when the program cannot be loaded."""
+           short_answer_tokens: int | None, flags: dict, console: Console, **vista_options):
+    """VISTA with its program and switches, or a baseline; exits 2 when the program cannot be loaded. ``flags``:
+    options the program may have saved, None where no flag was given (then the program's, else the default)."""
     from ..baselines import SYSTEMS
-    from ..compiled import program_for_model
+    from ..compiled import program_for_model, saved_options
     from ..program import Vista
 
     if system is not System.vista:
@@ -234,8 +239,13 @@ def _judge(system: System, program: str | None, model: str | None, judge_given_c
         return SYSTEMS[system.value](zero_shot=zero_shot, short_answer_tokens=short_answer_tokens)
     program = program or program_for_model(model)
     try:
+        applied = {k: v for k, v in saved_options(program).items() if k in flags and flags[k] is None}
+        if applied:
+            console.print(f"program {program} applies its saved options: "
+                          + ", ".join(f"{k}={v}" for k, v in applied.items()), highlight=False)
+        given = {k: v for k, v in flags.items() if v is not None}
         return Vista.from_program(program, zero_shot=zero_shot, short_answer_tokens=short_answer_tokens,
-                                  **vista_options)
+                                  **{**vista_options, **applied, **given})
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
 
