@@ -89,13 +89,15 @@ ROWS: dict[str, Row] = {
                   {**BEFORE, "speculative": "ngram-simple", "draft_max": 4}),
     "draft-4": Row("baseline + draft model Qwen2.5-Coder-0.5B (up to 4 drafted tokens)",
                    {**BEFORE, "speculative": "draft", "draft_max": 4}),
-    "shared-default": Row("two runs at once on the 2 cores, each as the baseline (2 threads, poll 50)", BEFORE,
-                          runs=2),
-    "shared-poll0": Row("two runs at once, each with 2 threads and poll 0", {"poll": 0}, runs=2),
+    # Threads are pinned where a row says how many: with threads 0 a server that starts beside another would take a
+    # share of the cores (local.auto_threads), which these rows measure against.
+    "shared-default": Row("two runs at once on the 2 cores, each as the baseline (2 threads, poll 50)",
+                          {**BEFORE, "threads": 2}, runs=2),
+    "shared-poll0": Row("two runs at once, each with 2 threads and poll 0", {"poll": 0, "threads": 2}, runs=2),
     "1thread": Row("one server thread, poll 0, alone on the 2 cores", {"poll": 0, "threads": 1}),
     "shared-1thread": Row("two runs at once, each with 1 thread and poll 0", {"poll": 0, "threads": 1}, runs=2),
     "shared-2-1": Row("two runs at once, poll 0: the first server with 2 threads, the second with 1 (a server that "
-                      "starts beside another)", {"poll": 0}, runs=2, second={"threads": 1}),
+                      "starts beside another)", {"poll": 0, "threads": 2}, runs=2, second={"threads": 1}),
 }
 
 
@@ -229,8 +231,8 @@ def print_table(rows: list[dict], out: Path, turns: int) -> None:
                  " / ".join(f"{s / r['judged_turns']:.1f}" for s in runs))
         p = mcnemar_against(out, [x["row"] for x in rows], r["row"])
         print(f"| {r['row']} | {shown} | {3600 / seconds:.0f} | {per_turn[first['row']] / seconds:.2f} "
-              f"| {r['calls_per_turn']:.1f} | {r['prompt_tokens_per_turn']:.0f} | {r['completion_tokens_per_turn']:.0f} "
-              f"| {r['uncached_prompt_tokens_per_turn']:.0f} "
+              f"| {r['calls_per_turn']:.1f} | {r['prompt_tokens_per_turn']:.0f} "
+              f"| {r['completion_tokens_per_turn']:.0f} | {r['uncached_prompt_tokens_per_turn']:.0f} "
               f"| {r['prompt_seconds_per_turn']:.1f} + {r['generate_seconds_per_turn']:.1f} "
               f"| {_num(r['peak_rss_gib'])} | {_num(r['turn_accuracy'])} | {_num(r['claim_set_f1'])} "
               f"| {_num(r.get('claim_accuracy'))} "
@@ -238,7 +240,15 @@ def print_table(rows: list[dict], out: Path, turns: int) -> None:
     print()
     for r in rows:
         stages = ", ".join(f"{k} {v:.0f}" for k, v in r["completion_tokens_by_stage"].items())
-        print(f"- {r['row']}: {r['about']}. Completion tokens per turn by stage: {stages}.")
+        print(f"- {r['row']}: {r['about']}. Completion tokens per turn by stage: {stages}. Server tokens/s, prompt / "
+              f"generated: {'; '.join(throughput(log) for log in sorted((out / r['row']).glob('run-*/server.log')))}.")
+
+
+def throughput(log: Path) -> str:
+    """A run's prompt and generation speed from its server's timing lines (tokens per second)."""
+    times = server_time(log, 1)
+    return (f"{log.parent.name} {times['uncached_prompt_tokens_per_turn'] / times['prompt_seconds_per_turn']:.1f} / "
+            f"{times['generated_tokens_per_turn'] / times['generate_seconds_per_turn']:.1f}")
 
 
 def _num(value) -> str:

@@ -1,6 +1,7 @@
 """Whether Decompose's claims come from the turn it decomposed: a claim whose content words are mostly absent from
 the turn, the dialogue before it and the dialogue's background was not said there (a small model copies its demos'
-claims), so it is neither judged nor accepted into the knowledge store. Lexical, no LM: a copied claim shares almost no word with the turn, so a crude stem is enough.
+claims), so it is neither judged nor accepted into the knowledge store. Lexical, no LM: a copied claim shares
+almost no word with the turn, so a crude stem is enough.
 """
 
 from __future__ import annotations

@@ -66,25 +66,31 @@ def has_failures(verdict: DialogueVerdict) -> bool:
 def read_verdicts(path: Path) -> list[DialogueVerdict]:
     """Verdicts already written, one per dialogue in order of first appearance; a later line for the same dialogue
     (a repair) replaces the earlier one. A torn last line (the process died mid-write) is cut off the file."""
+    return list(_read(path)[0].values())
+
+
+def _read(path: Path) -> tuple[dict[str, DialogueVerdict], int]:
+    """``read_verdicts`` by dialogue id, and the number of lines they came from (more lines than dialogues: a
+    repair left a dialogue on several lines)."""
     if not path.exists():
-        return []
+        return {}, 0
     verdicts: dict[str, DialogueVerdict] = {}
     good_bytes = lines = 0
     with path.open("rb") as handle:
         for raw in handle:
-            lines += 1
             try:
                 verdict = DialogueVerdict.model_validate_json(raw)
             except ValidationError:
                 if raw.endswith(b"\n"):
-                    raise RunConflict(f"{path}: line {lines} is not a dialogue verdict") from None
+                    raise RunConflict(f"{path}: line {lines + 1} is not a dialogue verdict") from None
                 break  # torn tail
+            lines += 1
             verdicts[verdict.dialogue_id] = verdict
             good_bytes += len(raw)
     if good_bytes != path.stat().st_size:
         with path.open("r+b") as handle:
             handle.truncate(good_bytes)
-    return list(verdicts.values())
+    return verdicts, lines
 
 
 def write_verdicts(path: Path, verdicts: Sequence[DialogueVerdict]) -> None:
@@ -100,15 +106,6 @@ def write_verdicts(path: Path, verdicts: Sequence[DialogueVerdict]) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
-
-
-def compact(path: Path) -> None:
-    """One line per dialogue: rewrite ``path`` (atomically) if a repair left a dialogue on several lines."""
-    verdicts = read_verdicts(path)
-    with path.open("rb") as handle:
-        lines = sum(1 for _ in handle)
-    if lines != len(verdicts):
-        write_verdicts(path, verdicts)
 
 
 def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
@@ -180,12 +177,17 @@ def evaluate(
     if failures is None:
         failures = FAILURES.get() if FAILURES.get().stop_after else CallFailures()
     done: dict[str, DialogueVerdict] = {}
+    # The file's verdicts by dialogue (all of them, not only this input's) and its lines, kept up to date as verdicts
+    # are appended: when the run ends, more lines than dialogues means the file is rewritten with one per dialogue.
+    written: dict[str, DialogueVerdict] = {}
+    lines = 0
     handle = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         _check_run(out_dir, settings or {})
+        written, lines = _read(out_dir / VERDICTS)
         wanted = {d.id for d in dialogues}
-        done = {v.dialogue_id: v for v in read_verdicts(out_dir / VERDICTS) if v.dialogue_id in wanted}
+        done = {i: v for i, v in written.items() if i in wanted}
         handle = (out_dir / VERDICTS).open("a", encoding="utf-8")
     repair = {i for i, v in done.items() if has_failures(v)} if retry_errors else set()
     resumed = len(done) - len(repair)
@@ -199,11 +201,14 @@ def evaluate(
             return program.judge_claims(dialogue) if judge_given_claims else program(dialogue)
 
     def record(verdict: DialogueVerdict) -> None:
+        nonlocal lines
         done[verdict.dialogue_id] = verdict
         if handle is not None:
             handle.write(verdict.model_dump_json() + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+            written[verdict.dialogue_id] = verdict
+            lines += 1
         if on_done is not None:
             on_done(verdict)
 
@@ -239,7 +244,8 @@ def evaluate(
             gc.unfreeze()
         if handle is not None:
             handle.close()
-            compact(out_dir / VERDICTS)
+            if lines != len(written):  # a repair left a dialogue on two lines
+                write_verdicts(out_dir / VERDICTS, list(written.values()))
     if outage is not None:
         if out_dir is not None:
             raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and kept "

@@ -15,8 +15,6 @@ from ..local import DEFAULT_PORT
 from ..program import DEFAULT_CLAIM_CALLS
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
 from .app import app
-
-ALL_CONFIGURED = "all-configured"
 from .common import (
     CLAIM_CALLS_HELP,
     ApiBaseOption,
@@ -39,6 +37,7 @@ from .common import (
 
 NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
 NDevOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")]
+ALL_CONFIGURED = "all-configured"  # --model value: every paper model this machine can reach
 ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]
 
 
