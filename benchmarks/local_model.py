@@ -1,6 +1,7 @@
 """Speed and accuracy of the embedded local judge on the first N judged turns of the annotated dev file.
 
     python benchmarks/local_model.py [--turns 20] [--data ../shared/data/vista_human_eval/dev.json]
+    python benchmarks/local_model.py --part dev --program PROGRAM   # a compile's held-out half (vista_dspy.data.PARTS)
 
 Runs two passes with the same server, both uncached: VISTA end to end (decompose -> verify -> categorize) for
 turn accuracy and the agreement of decomposed claims with the human claims (claim-set F1, vista_dspy.metrics),
@@ -23,7 +24,8 @@ from pathlib import Path
 import dspy
 
 from vista_dspy import Vista
-from vista_dspy.data import load_dialogues
+from vista_dspy.compiled import saved_options
+from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.local import (
     LOCAL_SHORT_ANSWER_TOKENS,
     LocalServer,
@@ -31,7 +33,7 @@ from vista_dspy.local import (
     local_model_config,
     resolve_gguf,
 )
-from vista_dspy.metrics import match_claims, mcnemar_exact, paired_f1_difference
+from vista_dspy.metrics import decomposition_agreement, mcnemar_exact, paired_f1_difference
 from vista_dspy.clients import use_cache_for
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
@@ -56,27 +58,14 @@ def parse_failures(verdicts) -> int:
     return sum("AdapterParseError" in e for e in errors)
 
 
-def decomposition_agreement(dialogues, verdicts) -> float | None:
-    """Micro claim-set F1 between decomposed claims and the human claims of the same turns (metrics.match_claims)."""
-    gold = {(d.id, i): [c.text for c in d.turns[i].gold.claims] for d in dialogues for i in d.judged_turns
-            if d.turns[i].gold and d.turns[i].gold.claims is not None}
-    matched = total = 0
-    for verdict in verdicts:
-        for turn in verdict.turns:
-            if turn.claims_source == "decomposed" and (verdict.dialogue_id, turn.turn_index) in gold:
-                match = match_claims([c.claim for c in turn.claims], gold[(verdict.dialogue_id, turn.turn_index)])
-                matched += len(match.pairs)
-                total += match.extracted + match.gold
-    return 2 * matched / total if total else None
-
-
-def run_pass(name, dialogues, program, config, given, out_dir):
+def run_pass(name, dialogues, program, config, given, out_dir, resume=False):
     lm = config.build()
-    shutil.rmtree(out_dir, ignore_errors=True)  # a timing run never resumes
+    if not resume:
+        shutil.rmtree(out_dir, ignore_errors=True)
     started = time.perf_counter()
     result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given,
                       out_dir=out_dir)
-    return measure(name, dialogues, result.verdicts, time.perf_counter() - started, given)
+    return measure(name, dialogues, result.verdicts, None if resume else time.perf_counter() - started, given)
 
 
 def reference_calls(dialogues, verdicts, given: bool) -> int:
@@ -109,7 +98,10 @@ def measure(name, dialogues, verdicts, seconds, given):
         "wall s": seconds,
     }
     if not given:
-        row["claim-set F1 vs human"] = decomposition_agreement(dialogues, verdicts)
+        agreement = decomposition_agreement(dialogues, verdicts)
+        row["claim-set F1 vs human"] = agreement.f1
+        row["matched claims: same category"] = (
+            agreement.same_category / agreement.matched if agreement.matched else None)
     metrics = summary.get("turn_metrics", {})
     row["turn acc"] = metrics.get("accuracy")
     row["always-halluc acc"] = metrics.get("always_hallucinated_accuracy")
@@ -138,13 +130,21 @@ def server_peak_rss_gib(server: LocalServer) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=20, help="judged turns to cover (whole dialogues)")
+    parser.add_argument("--part", choices=PARTS, default=None,
+                        help="instead of the first --turns: every dialogue of this part of the seeded split "
+                             "`vista compile` uses (seed 0; dev is the held-out half)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--port", type=int, default=8799)
     parser.add_argument("--gguf", default=None)
     parser.add_argument("--program", default=None, help="saved program (default: seed)")
     parser.add_argument("--skip-given", action="store_true", help="only the end-to-end pass")
-    parser.add_argument("--claim-calls", default="per-claim", choices=("per-claim", "batched", "joint"),
-                        help="judging mode (default per-claim: the mode of runs 1-3 in RESULTS.md)")
+    parser.add_argument("--skip-end-to-end", action="store_true", help="only the given-claims pass")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the verdicts already under --out and judge only the missing dialogues (no "
+                             "timings are printed then)")
+    parser.add_argument("--claim-calls", default=None, choices=("per-claim", "batched", "joint"),
+                        help="judging mode (default: the program's saved option, else per-claim, the mode of runs "
+                             "1-3 in RESULTS.md)")
     parser.add_argument("--decompose-calls", default="per-turn", choices=("per-turn", "per-dialogue"),
                         help="one Decompose call per assistant turn (default) or per dialogue")
     parser.add_argument("--report-only", action="store_true",
@@ -159,59 +159,82 @@ def main() -> int:
                         help="where the verdicts go (default benchmarks/runs/local-<program>-<turns>)")
     args = parser.parse_args()
 
-    dialogues = first_judged_turns(load_dialogues(args.data), args.turns)
+    dialogues = load_dialogues(args.data)
+    dialogues = part_of(dialogues, args.part) if args.part else first_judged_turns(dialogues, args.turns)
+    saved = saved_options(args.program)
+    args.claim_calls = args.claim_calls or saved.get("claim_calls", "per-claim")
     settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port,
                               **({} if args.poll is None else {"poll": args.poll}))
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
     program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS,
                                  claim_calls=args.claim_calls, decompose_calls=args.decompose_calls,
-                                 check_grounding=args.check_grounding)
+                                 check_grounding=args.check_grounding,
+                                 **{k: v for k, v in saved.items() if k in ("use_context", "reasoning")})
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     mode = ("" if args.claim_calls == "per-claim" else f"-{args.claim_calls}") + \
         ("" if args.decompose_calls == "per-turn" else f"-{args.decompose_calls}")
-    out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{args.turns}{mode}"
+    span = args.part or args.turns
+    out = args.out or Path(__file__).parent / "runs" / f"local-{Path(program.program_name).stem}-{span}{mode}"
     if args.report_only:
-        rows = [measure(name, dialogues, read_verdicts(out / folder / VERDICTS), None, given)
+        wanted = {d.id for d in dialogues}
+        rows = [measure(name, dialogues, [v for v in read_verdicts(out / folder / VERDICTS) if v.dialogue_id in wanted],
+                        None, given)
                 for name, folder, given in (("end to end", "end-to-end", False), ("given claims", "given", True))
                 if (out / folder / VERDICTS).exists()]
         print_table(rows, args, settings, program, "n/a (re-read)")
         if args.compare:
-            print_comparison(out, args.compare)
+            print_comparison(out, args.compare, wanted)
         return 0
     rows = []
     with LocalServer(settings) as server:
-        rows.append(run_pass("end to end", dialogues, program, config, given=False, out_dir=out / "end-to-end"))
-        print(rows[-1], flush=True)
+        if not args.skip_end_to_end:
+            rows.append(run_pass("end to end", dialogues, program, config, given=False, out_dir=out / "end-to-end",
+                                 resume=args.resume))
+            print(rows[-1], flush=True)
         if not args.skip_given:
-            rows.append(run_pass("given claims", dialogues, program, config, given=True, out_dir=out / "given"))
+            rows.append(run_pass("given claims", dialogues, program, config, given=True, out_dir=out / "given",
+                                 resume=args.resume))
             print(rows[-1], flush=True)
         peak = server_peak_rss_gib(server)
     print_table(rows, args, settings, program, peak)
     return 0
 
 
-def print_comparison(out: Path, other: Path) -> None:
-    """Turn accuracy of two end-to-end runs on the same turns, with the exact McNemar test."""
-    def labels(run: Path) -> dict:
-        return {(v.dialogue_id, t.turn_index): (t.gold_label, t.label)
-                for v in read_verdicts(run / "end-to-end" / VERDICTS) for t in v.turns}
+def print_comparison(out: Path, other: Path, wanted: set[str]) -> None:
+    """Two runs on the same items of the dialogues ``wanted``, with exact McNemar tests: end-to-end turn labels
+    (and the F1 of the hallucinated class), and given-claims categories when both runs have that pass."""
+    def items(run: Path, folder: str) -> dict:
+        path = run / folder / VERDICTS
+        if not path.exists():
+            return {}
+        verdicts = [v for v in read_verdicts(path) if v.dialogue_id in wanted]
+        if folder == "end-to-end":
+            return {(v.dialogue_id, t.turn_index): (t.gold_label, t.label) for v in verdicts for t in v.turns}
+        return {(v.dialogue_id, t.turn_index, c.claim): (c.gold_category, c.category)
+                for v in verdicts for t in v.turns for c in t.claims}
 
-    mine, theirs = labels(out), labels(other)
-    both = sorted(set(mine) & set(theirs))
-    gold, a, b = [mine[k][0] for k in both], [mine[k][1] for k in both], [theirs[k][1] for k in both]
-    test = mcnemar_exact(gold, a, b)
-    print(f"\n{len(both)} turns judged by both {out.name} and {other.name}: right in both {test['both_right']}, "
-          f"only in {out.name} "
-          f"{test['a_only']}, only in {other.name} {test['b_only']}; exact McNemar p = {test['pvalue']:.2f}")
-    f1 = paired_f1_difference(gold, a, b, "hallucinated")
-    print(f"F1 of the hallucinated class, {out.name} minus {other.name}: {f1['difference']:+.3f} "
-          f"(95 % paired bootstrap CI {f1['low']:+.3f} to {f1['high']:+.3f})")
+    for folder, what in (("end-to-end", "turns"), ("given", "given claims")):
+        mine, theirs = items(out, folder), items(other, folder)
+        both = sorted(set(mine) & set(theirs))
+        if not both:
+            continue
+        gold, a, b = [mine[k][0] for k in both], [mine[k][1] for k in both], [theirs[k][1] for k in both]
+        test = mcnemar_exact(gold, a, b)
+        print(f"\n{len(both)} {what} judged by both {out.name} and {other.name}: accuracy "
+              f"{(test['both_right'] + test['a_only']) / len(both):.3f} vs "
+              f"{(test['both_right'] + test['b_only']) / len(both):.3f}; right only in {out.name} {test['a_only']}, "
+              f"only in {other.name} {test['b_only']}; exact McNemar p = {test['pvalue']:.3f}")
+        if folder == "end-to-end":
+            f1 = paired_f1_difference(gold, a, b, "hallucinated")
+            print(f"F1 of the hallucinated class, {out.name} minus {other.name}: {f1['difference']:+.3f} "
+                  f"(95 % paired bootstrap CI {f1['low']:+.3f} to {f1['high']:+.3f})")
 
 
 def print_table(rows, args, settings, program, peak) -> None:
-    print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py --turns {args.turns} "
+    print(f"\n### Local model, {date.today()} — `python benchmarks/local_model.py "
+          f"{f'--part {args.part}' if args.part else f'--turns {args.turns}'} "
           f"--claim-calls {args.claim_calls} --decompose-calls {args.decompose_calls}"
           f"{'' if args.poll is None else f' --poll {args.poll}'}"
           f"{'' if args.check_grounding else ' --no-check-grounding'}`")

@@ -30,7 +30,7 @@ from datetime import date
 from pathlib import Path
 
 import dspy
-from local_model import DEFAULT_DATA, decomposition_agreement, first_judged_turns  # noqa: E402 (this folder)
+from local_model import DEFAULT_DATA, first_judged_turns  # noqa: E402 (this folder)
 
 from vista_dspy import Vista
 from vista_dspy.clients import use_cache_for
@@ -43,7 +43,7 @@ from vista_dspy.local import (
     local_model_config,
     resolve_gguf,
 )
-from vista_dspy.metrics import mcnemar_exact
+from vista_dspy.metrics import decomposition_agreement, mcnemar_exact
 from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
 
@@ -167,7 +167,7 @@ def figures(dialogues, verdicts) -> dict:
         "errors": summary["errors"]["claims"] + summary["errors"]["turns_failed"],
         "turn_accuracy": summary.get("turn_metrics", {}).get("accuracy"),
         "claim_accuracy": (summary.get("claim_metrics") or {}).get("accuracy"),
-        "claim_set_f1": decomposition_agreement(dialogues, verdicts),
+        "claim_set_f1": decomposition_agreement(dialogues, verdicts).f1,
     }
 
 

@@ -169,3 +169,19 @@ def test_report_renders_in_headless_chromium(tmp_path, data_dir):
                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     assert "showing 6 of 6 turns" in dom  # the page's script ran
+
+
+def test_report_shows_dropped_claims_and_empty_decompositions(tmp_path, dev_file):
+    from vista_dspy.data import load_dialogues
+    from vista_dspy.runner import VERDICTS, evaluate, read_verdicts, write_verdicts
+
+    out = tmp_path / "run"
+    dialogue = load_dialogues(dev_file)[0]
+    evaluate([dialogue], Vista.from_program(None), rule_lm(RuleEngine()), adapter=dspy.JSONAdapter(), out_dir=out)
+    [verdict] = read_verdicts(out / VERDICTS)
+    verdict.turns[0].ungrounded = ["Hayao Miyazaki directed Spirited Away."]
+    verdict.turns[0].empty_decomposition = True
+    write_verdicts(out / VERDICTS, [verdict])
+    html = build_report(out)
+    assert "dropped, not in the turn (ungrounded): “Hayao Miyazaki directed Spirited Away.”" in html
+    assert "no claim was extracted from this turn" in html

@@ -192,12 +192,16 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
                                      "decompose=2,verify=2,categorize=1"])
         assert result.exit_code == 0, result.output
         meta = json.loads((tmp_path / "openai_fake.meta.json").read_text())
-        assert meta["model"] == "openai/fake" and meta["train"]["part"] == "train" and meta["dev"]["part"] == "dev"
+        assert meta["model"] == "openai/fake" and meta["train"]["part"] == "pool" and meta["dev"]["part"] == "select"
         assert meta["demos"]["verify"] == 2
-        result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "2", "--apply",
-                                     "--name", "studied"])
+        result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "3", "--apply",
+                                     "--name", "studied", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
+                                     "--report", str(tmp_path / "study.html")])
         assert result.exit_code == 0, result.output
-        assert "best trial" in result.stdout and (tmp_path / "studied.json").exists()
+        assert "best trial" in result.stdout and "gate: " in result.stdout
+        assert (tmp_path / "studied.json").exists() == ("passes" in result.stdout)
+        page = (tmp_path / "study.html").read_text()
+        assert page.count("<svg") == 2 and "decomposition_f1" in page and "Gate:" in page
     result = runner.invoke(app, ["compile", "--model", "openai/x", "--optimizer", "magic"])
     assert result.exit_code == 2 and "unknown optimizer 'magic'" in result.output
     result = runner.invoke(app, ["compile", "--model", "openai/x", "--train", "vista-human:all", "--dev",

@@ -132,3 +132,31 @@ def match_claims(extracted: Sequence[str], gold: Sequence[str], threshold: float
     rows, cols = linear_sum_assignment(similarity, maximize=True)
     pairs = [(int(r), int(c), float(similarity[r, c])) for r, c in zip(rows, cols) if similarity[r, c] >= threshold]
     return ClaimMatch(pairs=pairs, extracted=len(extracted), gold=len(gold))
+
+
+@dataclass
+class Decomposition:
+    """Agreement of decomposed claims with the human claims of the same turns (``decomposition_agreement``)."""
+
+    f1: float | None  # micro claim-set F1: 2 matches / (extracted + human claims)
+    matched: int  # decomposed claims matched one-to-one to a human claim
+    same_category: int  # of those, how many got the human claim's category
+
+
+def decomposition_agreement(dialogues: Sequence[Any], verdicts: Sequence[Any]) -> Decomposition:
+    """Claim-set agreement of end-to-end verdicts with the human claims of annotated turns (``match_claims`` per
+    turn, micro-averaged), and, on the matched pairs, agreement of the judged category with the human one: a
+    stage-wise reading of an end-to-end run that costs no LM call."""
+    gold = {(d.id, i): d.turns[i].gold.claims for d in dialogues for i in d.judged_turns
+            if d.turns[i].gold is not None and d.turns[i].gold.claims is not None}
+    matched = total = same = 0
+    for verdict in verdicts:
+        for turn in verdict.turns:
+            human = gold.get((verdict.dialogue_id, turn.turn_index))
+            if turn.claims_source != "decomposed" or human is None:
+                continue
+            match = match_claims([c.claim for c in turn.claims], [c.text for c in human])
+            matched += len(match.pairs)
+            total += match.extracted + match.gold
+            same += sum(turn.claims[e].category == human[g].category for e, g, _ in match.pairs)
+    return Decomposition(f1=2 * matched / total if total else None, matched=matched, same_category=same)

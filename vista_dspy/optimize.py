@@ -92,11 +92,17 @@ def examples(dialogues: Sequence[Dialogue]) -> list[dspy.Example]:
 @dataclass
 class DevScore:
     """``agreement`` averaged over dev dialogues (what the optimizers maximize), plus turn accuracy over all dev
-    turns and, when claims carry gold categories, claim accuracy (scoring.summarize's definitions)."""
+    turns and, when claims carry gold categories, claim accuracy (scoring.summarize's definitions). Stage-wise
+    readings of the same verdicts: ``turns_right`` (one character per dev turn in dev order, "1" right, "0" wrong
+    or unknown: paired tests between programs), and, end to end, the claim-set F1 of the decomposition against
+    the human claims and the category agreement on decomposed claims matched to a human claim."""
 
     agreement: float
     turn_accuracy: float | None
     claim_accuracy: float | None
+    turns_right: str = ""
+    decomposition_f1: float | None = None
+    matched_category_accuracy: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
         return {"agreement": self.agreement, "turn_accuracy": self.turn_accuracy,
@@ -110,6 +116,7 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
     Runs on our own runner, not ``dspy.Evaluate``: Evaluate re-submits any example still running after 120 s,
     which a slow local model reaches on long dialogues (duplicate LM calls, wasted minutes)."""
     from . import scoring
+    from .metrics import decomposition_agreement
     from .runner import evaluate
 
     finished: list[str] = []
@@ -124,9 +131,17 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
     measured = (meter or Meter()).wrap(agreement)
     values = [measured(None, verdict) for verdict in result.verdicts]
     summary = scoring.summarize(result.verdicts)
+    order = {d.id: i for i, d in enumerate(dev)}
+    turns = sorted(((order[v.dialogue_id], t.turn_index, t) for v in result.verdicts for t in v.turns
+                    if t.gold_label is not None), key=lambda item: item[:2])
+    decomposition = decomposition_agreement(dev, result.verdicts)
     return DevScore(agreement=sum(values) / len(values) if values else 0.0,
                     turn_accuracy=summary.get("turn_metrics", {}).get("accuracy"),
-                    claim_accuracy=summary.get("claim_metrics", {}).get("accuracy"))
+                    claim_accuracy=summary.get("claim_metrics", {}).get("accuracy"),
+                    turns_right="".join("1" if t.label == t.gold_label else "0" for _, _, t in turns),
+                    decomposition_f1=decomposition.f1,
+                    matched_category_accuracy=(decomposition.same_category / decomposition.matched
+                                               if decomposition.matched else None))
 
 
 # ---- demo pools and selection ------------------------------------------------------------------------------------

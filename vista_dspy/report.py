@@ -294,6 +294,8 @@ def _browser_turns(verdicts: Sequence[DialogueVerdict]) -> list[dict[str, Any]]:
                 "error": turn.error,
                 "explanation": turn.explanation,
                 "contradiction": contradiction,
+                "ungrounded": turn.ungrounded,
+                "empty_decomposition": turn.empty_decomposition,
                 "claims": [{
                     "claim": c.claim,
                     "category": c.category.value,
@@ -322,3 +324,48 @@ def screenshot(html: Path, png: Path, *, width: int = 1280, height: int = 2000, 
                         f"--screenshot={png.resolve()}", html.resolve().as_uri()],
                        check=True, capture_output=True, timeout=120)
     return png
+
+
+# ---- optuna study (`vista study --report`) --------------------------------------------------------------------------
+
+
+def study_report(study, verdict) -> str:
+    """A self-contained HTML page of a `vista study`: every trial (parameters, dev agreement, stage-wise scores),
+    the trial history with the base trial's score, optuna's parameter importances, and the gate's verdict."""
+    import jinja2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .study import study_tables
+
+    frame, importances = study_tables(study)
+    done = frame[frame["state"] == "COMPLETE"]
+    figures = []
+    if not done.empty:
+        figure, axes = plt.subplots(figsize=(8, 3.2))
+        axes.plot(done["number"], done["value"], "o", label="trial")
+        axes.step(done["number"], done["value"].cummax(), where="post", label="best so far")
+        base = done[done.get("user_attrs_base", pd.Series(index=done.index, dtype=object)).notna()]
+        if not base.empty:
+            axes.axhline(base["value"].iloc[0], color="black", linestyle=":", linewidth=1,
+                         label=f"base program (trial {int(base['number'].iloc[0])})")
+        axes.set_xlabel("trial")
+        axes.set_ylabel("dev agreement")
+        axes.legend(loc="lower right", fontsize="small")
+        figures.append({"svg": _svg(figure), "caption": "Dev agreement of every completed trial."})
+    if importances:
+        figure, axes = plt.subplots(figsize=(8, 0.5 + 0.3 * len(importances)))
+        pd.Series(importances).sort_values().plot.barh(ax=axes)
+        axes.set_xlabel("importance (optuna's default evaluator)")
+        figures.append({"svg": _svg(figure), "caption": "Parameter importances over the completed trials."})
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy", "templates"),
+                                     autoescape=jinja2.select_autoescape(["html", "j2"]))
+    from markupsafe import Markup
+
+    table = Markup(frame.rename(columns=lambda c: c.removeprefix("params_").removeprefix("user_attrs_"))
+                   .to_html(index=False, border=0, escape=True, classes="numbers", na_rep="—"))
+    return environment.get_template("study.html.j2").render(
+        title=study.study_name, trials=len(frame), completed=len(done), gate=verdict.describe(),
+        passed=verdict.passed, figures=figures, table=table)

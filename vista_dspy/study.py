@@ -1,9 +1,17 @@
-"""Per-model prompt tuning as an optuna study: demo counts per predictor, the demo selection seed, the adapter,
-VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev dialogues; resumable from storage."""
+"""Per-model prompt tuning as an optuna study, resumable from storage.
+
+Each trial chooses, per predictor, where its demos come from (the base program's hand-written ones or the pool
+built from human annotations) and how many, the pool's selection seed, the adapter, the judging mode (one claim
+per call or a turn's claims in one call), VISTA+ctx and Predict vs ChainOfThought per stage; it is scored end to
+end (or on given claims) on the dev dialogues. Trial 0 is always the base program itself, so every study holds the
+baseline its winner must beat, on the same turns: ``gate`` applies an exact McNemar test between the two. The
+next trials change one choice of the base at a time (``ONE_FACTOR``); TPE samples after them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -15,14 +23,42 @@ from .schema import Dialogue
 
 # Upper bounds of the demo counts a study tries per predictor.
 STUDY_MAX_DEMOS: dict[str, int] = {"decompose": 8, "verify": 8, "categorize": 12}
+JUDGING_MODES: tuple[str, ...] = ("per-claim", "batched")
+# After the base trial, a fresh study tries the base with one choice changed at a time (what each lever does on its
+# own, readable from a handful of trials), then lets TPE sample the whole space.
+ONE_FACTOR: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"source_decompose": "pool"}, "Decompose demos: human claim lists"),
+    ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos: the pool's"),
+    ({"claim_calls": "batched"}, "a turn's claims in one call"),
+    ({"cot_verify": True, "cot_categorize": True}, "chain of thought in Verify and Categorize"),
+    ({"context": True}, "VISTA+ctx"),
+)
+
+
+def base_params(base: Vista, adapter: str = "json") -> dict[str, Any]:
+    """The trial parameters that describe ``base`` itself: its own demos, options and judging mode."""
+    params: dict[str, Any] = {}
+    for name in DEFAULT_DEMOS:
+        params[f"source_{name}"] = "base"
+        params[f"demos_{name}"] = min(len(getattr(base, name).demos), STUDY_MAX_DEMOS[name])
+    params.update(selection_seed=0, adapter=adapter, context=base.use_context,
+                  claim_calls=base.claim_calls if base.claim_calls in JUDGING_MODES else JUDGING_MODES[0])
+    params.update({f"cot_{stage}": stage in base.reasoning for stage in REASONING_STAGES})
+    return params
 
 
 def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tuple[Vista, str]:
-    """The program and adapter name a study trial's parameters describe."""
+    """The program and adapter name a study trial's parameters describe. A predictor whose source is ``base``
+    keeps the first k of the base program's demos; one whose source is ``pool`` gets k pool demos (a thin pool
+    is topped up with the base's). Studies recorded before sources existed drew every predictor from the pool."""
     budgets = {name: params[f"demos_{name}"] for name in DEFAULT_DEMOS}
-    program = install(base, pool.pick(budgets, params["selection_seed"]), budgets, top_up=base)
+    from_pool = {name: k for name, k in budgets.items() if params.get(f"source_{name}", "pool") == "pool"}
+    demos = pool.pick(from_pool, params["selection_seed"])
+    demos.update({name: getattr(base, name).demos[:k] for name, k in budgets.items() if name not in from_pool})
+    program = install(base, demos, budgets, top_up=base)
     program.use_context = params["context"]
     program.reasoning = tuple(stage for stage in REASONING_STAGES if params.get(f"cot_{stage}"))
+    program.claim_calls = params.get("claim_calls", base.claim_calls)
     return program, params["adapter"]
 
 
@@ -38,39 +74,57 @@ def run_study(
     given_claims: bool = False,
     threads: int = 1,
     base: Vista | None = None,
+    one_factor: bool = True,
     log: Callable[[str], None] = lambda message: None,
 ):
-    """An optuna study (TPE, maximize dev ``agreement``) over demo counts per predictor, the demo selection seed,
-    the adapter, VISTA+ctx, and Predict vs ChainOfThought per stage. ``trials`` is the total wanted: a study
-    resumed from ``storage`` runs only the missing ones. Returns (study, pool, base) — the pool is built once per
-    session from human annotations."""
+    """An optuna study (TPE, maximize dev ``agreement``) over the choices of the module docstring, starting with
+    the base program and (``one_factor``) the ``ONE_FACTOR`` variants of it. ``trials`` is the total wanted, the
+    base program's trial included: a study resumed from ``storage`` runs only the missing
+    ones. Returns (study, pool, base) — the pool is built once per session from human annotations (with the LM
+    cache on, a resumed session rebuilds it from the cache)."""
     import optuna
 
     from .clients import build_adapter
 
     base = base or Vista.from_program(SEED_PROGRAM)
     meter = Meter()
-    pool = labeled_pool(base, train, meter=meter,
-                        want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()})
+    pool = labeled_pool(base, train, meter=meter, want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()},
+                        on_dialogue=lambda d: log(f"  demo pool: judged the human claims of {d.id}"))
     log(f"demo pool: {pool.sizes()}")
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True,
                                 sampler=optuna.samplers.TPESampler(seed=seed))
+    if not study.trials:
+        start = base_params(base, adapters[0])
+        study.enqueue_trial(start, user_attrs={"base": base.program_name})
+        for change, what in ONE_FACTOR if one_factor else ():
+            if any(start[key] != value for key, value in change.items()):
+                study.enqueue_trial({**start, **change}, user_attrs={"design": f"base, but {what}"})
+        study.set_user_attr("dev_turns", [f"{d.id}#{i}" for d in dev for i in d.judged_turns])
 
     def objective(trial: optuna.Trial) -> float:
-        params = {f"demos_{name}": trial.suggest_int(f"demos_{name}", 0, high)
-                  for name, high in STUDY_MAX_DEMOS.items()}
+        params: dict[str, Any] = {}
+        for name, high in STUDY_MAX_DEMOS.items():
+            params[f"source_{name}"] = trial.suggest_categorical(f"source_{name}", ["base", "pool"])
+            params[f"demos_{name}"] = trial.suggest_int(f"demos_{name}", 0, high)
         params["selection_seed"] = trial.suggest_int("selection_seed", 0, 9)
         params["adapter"] = trial.suggest_categorical("adapter", list(adapters))
         params["context"] = trial.suggest_categorical("context", [False, True])
+        params["claim_calls"] = trial.suggest_categorical("claim_calls", list(JUDGING_MODES))
         for stage in REASONING_STAGES:  # Predict or ChainOfThought, per stage
             params[f"cot_{stage}"] = trial.suggest_categorical(f"cot_{stage}", [False, True])
         program, adapter = program_from_params(base, pool, params)
         trial_meter = Meter()
+        log(f"trial {trial.number}: {params}")
         with dspy.context(adapter=build_adapter(adapter)):
-            value = score(program, dev, given_claims=given_claims, threads=threads, meter=trial_meter)
+            value = score(program, dev, given_claims=given_claims, threads=threads, meter=trial_meter, log=log)
         trial.set_user_attr("lm_calls", trial_meter.usage.total.calls)
         trial.set_user_attr("turn_accuracy", value.turn_accuracy)
-        log(f"trial {trial.number}: {value.agreement:.3f} {params}")
+        trial.set_user_attr("claim_accuracy", value.claim_accuracy)
+        trial.set_user_attr("turns_right", value.turns_right)
+        trial.set_user_attr("decomposition_f1", value.decomposition_f1)
+        trial.set_user_attr("matched_category_accuracy", value.matched_category_accuracy)
+        log(f"trial {trial.number}: agreement {value.agreement:.3f}, turn accuracy {value.turn_accuracy}, "
+            f"decomposition F1 {value.decomposition_f1}")
         return value.agreement
 
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
@@ -79,11 +133,53 @@ def run_study(
     return study, pool, base
 
 
+@dataclass
+class Gate:
+    """The study's best trial against its base trial on the same dev turns (exact McNemar on turn correctness)."""
+
+    best: int
+    base: int | None
+    test: dict[str, Any] | None
+    alpha: float
+
+    @property
+    def passed(self) -> bool:
+        """The best trial is not the base, is right on more turns, and the difference is significant at alpha."""
+        return (self.test is not None and self.test["a_only"] > self.test["b_only"]
+                and (self.alpha >= 1 or self.test["pvalue"] < self.alpha))
+
+    def describe(self) -> str:
+        if self.base is None:
+            return "the study has no base trial to compare with"
+        if self.best == self.base:
+            return f"the best trial is the base program's own (trial {self.base})"
+        t = self.test
+        return (f"trial {self.best} vs the base trial {self.base} on {t['items']} dev turns: right only in the best "
+                f"{t['a_only']}, only in the base {t['b_only']}; exact McNemar p = {t['pvalue']:.3f} "
+                f"({'passes' if self.passed else 'fails'} alpha {self.alpha})")
+
+
+def gate(study, alpha: float = 0.05) -> Gate:
+    """Compare the best completed trial with the base trial (the one enqueued with ``base`` in its user attrs)."""
+    from .metrics import mcnemar_exact
+
+    best = study.best_trial
+    base = next((t for t in study.trials if "base" in t.user_attrs and t.value is not None), None)
+    if base is None or base.number == best.number:
+        return Gate(best.number, base.number if base else None, None, alpha)
+    a, b = best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", "")
+    if not a or len(a) != len(b):
+        raise ValueError(f"trials {best.number} and {base.number} were not scored on the same dev turns")
+    test = mcnemar_exact([True] * len(a), [c == "1" for c in a], [c == "1" for c in b])
+    return Gate(best.number, base.number, test, alpha)
+
+
 def study_tables(study) -> tuple[Any, dict[str, float]]:
     """(trials as a pandas DataFrame, parameter importances; empty when optuna cannot compute them yet)."""
     import optuna
 
     frame = study.trials_dataframe(attrs=("number", "value", "params", "user_attrs", "state"))
+    frame = frame.drop(columns=[c for c in ("user_attrs_turns_right",) if c in frame.columns])
     try:
         importances = optuna.importance.get_param_importances(study)
     except (ValueError, RuntimeError, ZeroDivisionError):

@@ -37,6 +37,9 @@ from .common import (
 
 NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
 NDevOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")]
+PARTS_HELP = ("part: train / dev = the two halves of a seeded split grouped by dialogue (dev is the held-out half "
+              "results are reported on); pool / select = the two halves of train within each source dataset (demos "
+              "/ choosing); all. DATASET as in `vista benchmark`, optionally =PATH.")
 ALL_CONFIGURED = "all-configured"  # --model value: every paper model this machine can reach
 ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]
 
@@ -44,10 +47,9 @@ ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev di
 @app.command(name="compile")
 def compile_command(
     model: ModelOption = None,
-    train: Annotated[str, typer.Option(help="Training dialogues: DATASET[:part], part = train or dev (the two "
-                                            "halves of a seeded split) or all. DATASET as in `vista benchmark`, "
-                                            "optionally =PATH.")] = "vista-human:train",
-    dev: Annotated[str, typer.Option(help="Dev dialogues to score seed vs compiled, same syntax.")] = "vista-human:dev",
+    train: Annotated[str, typer.Option(help="Training dialogues: DATASET[:part]. " + PARTS_HELP)] = "vista-human:pool",
+    dev: Annotated[str, typer.Option(help="Dev dialogues to score seed vs compiled (and to choose between "
+                                          "random-search candidates), same syntax.")] = "vista-human:select",
     optimizer: Annotated[str, typer.Option(help="labeled (demos from human annotations, the model's explanations "
                                                 "where it agrees), bootstrap (dspy.BootstrapFewShot on turn "
                                                 "labels), random-search (budget candidate demo sets scored on "
@@ -94,9 +96,6 @@ def compile_command(
         (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
-    overlap = {d.id for d in train_set} & {d.id for d in dev_set}
-    if overlap:
-        raise fail(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint parts")
     targets = [(model, api_base)]
     if model == ALL_CONFIGURED:
         if name:
@@ -155,16 +154,27 @@ def study(
                                                         "(default: in memory, not resumable).")] = None,
     study_name: Annotated[Optional[str], typer.Option(help="Study name in the storage (default: "
                                                            "vista-<model>).")] = None,
-    train: Annotated[str, typer.Option(help="Dialogues the demos come from (human-annotated): DATASET[:part].")
-                     ] = "vista-human:train",
-    dev: Annotated[str, typer.Option(help="Dialogues each trial is scored on: DATASET[:part].")] = "vista-human:dev",
+    train: Annotated[str, typer.Option(help="Dialogues the demos come from (human-annotated): DATASET[:part]. "
+                                            + PARTS_HELP)] = "vista-human:pool",
+    dev: Annotated[str, typer.Option(help="Dialogues each trial is scored on: DATASET[:part].")
+                   ] = "vista-human:select",
     n_train: NTrainOption = None,
     n_dev: NDevOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the sampler.")] = 0,
     given_claims: Annotated[bool, typer.Option(help="Score on the human claims (claim and turn agreement).")
                             ] = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Save the best trial's program as "
-                                                        "compiled/<model>.json (+ .meta.json).")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Save the best trial's program as compiled/<model>.json "
+                                                        "(+ .meta.json) if it passes the gate (--alpha).")] = False,
+    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate of --apply: the best trial must be right "
+                                                                 "on more dev turns than the base program's trial "
+                                                                 "(trial 0), exact McNemar p below this; 1 saves "
+                                                                 "any best trial that is not the base.")] = 0.05,
+    one_factor: Annotated[bool, typer.Option(help="A new study first tries the seed with one choice changed at a "
+                                                  "time (demo sources, judging mode, chain of thought, +ctx), then "
+                                                  "samples with TPE.")] = True,
+    report: Annotated[Optional[Path], typer.Option(help="Also write an HTML page of the study: every trial, the "
+                                                         "trial history, parameter importances and the gate.")
+                      ] = None,
     name: Annotated[Optional[str], typer.Option(help="Program name for --apply (default: the model's).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option(help="With --apply: write there instead of "
                                                          "vista_dspy/compiled/.")] = None,
@@ -177,16 +187,18 @@ def study(
     parse_retries: ParseRetriesOption = PARSE_RETRIES,
     stop_after: StopAfterOption = STOP_AFTER,
 ) -> None:
-    """An optuna study of per-model prompt choices: demos per predictor, the demo selection seed, the adapter
-    (json / chat), VISTA+ctx and Predict vs ChainOfThought per stage, each trial scored on dev. Prints the best
-    trial, every trial and optuna's parameter importances; --apply saves the best program."""
+    """An optuna study of per-model prompt choices, each trial scored on dev: per predictor the demos' source (the
+    seed's hand-written ones or human-annotated pool demos) and count, the selection seed, the adapter (json /
+    chat), the judging mode, VISTA+ctx and Predict vs ChainOfThought per stage. Trial 0 is the seed program
+    itself. Prints every trial, the best, optuna's parameter importances and the gate (best vs trial 0, exact
+    McNemar on the dev turns); --apply saves the best program only if it passes the gate."""
     import optuna
 
     from ..clients import use_cache_for
     from ..data import InputError
     from ..models import program_name_for
     from ..program import Vista
-    from ..study import run_study, study_tables
+    from ..study import gate, run_study, study_tables
 
     try:
         (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
@@ -204,6 +216,7 @@ def study(
         found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
                                       study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
                                       given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+                                      one_factor=one_factor,
                                       log=lambda message: err.print(message, highlight=False))
     frame, importances = study_tables(found)
     console = Console()
@@ -213,31 +226,46 @@ def study(
     if importances:
         console.print("parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()),
                       highlight=False)
-    if apply:
+    verdict = gate(found, alpha)
+    console.print(f"gate: {verdict.describe()}", highlight=False)
+    if report is not None:
+        from ..report import study_report
+
+        report.write_text(study_report(found, verdict))
+        err.print(f"study report: {report}", highlight=False)
+    if apply and not verdict.passed:
+        err.print(f"nothing saved: the base program stays ({verdict.describe()})", highlight=False)
+    elif apply:
         _apply_best(found, pool, base, storage=storage, seed=seed, given_claims=given_claims, name=name,
-                    out_dir=out_dir, describe={"model": config.model, "model_name": name, "train": train_info,
-                                               "dev": dev_info}, train_set=train_set, dev_set=dev_set)
+                    out_dir=out_dir, gate=verdict, describe={"model": config.model, "model_name": name,
+                                                             "train": train_info, "dev": dev_info},
+                    train_set=train_set, dev_set=dev_set)
 
 
 def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_claims: bool, name: str,
-                out_dir: Path | None, describe: dict, train_set: list, dev_set: list) -> None:
+                out_dir: Path | None, gate, describe: dict, train_set: list, dev_set: list) -> None:
     """Save the best trial's program as compiled/<name>.json (+ meta, with the options `vista evaluate` applies)."""
     from ..optimize import CompileResult, compile_metadata, save_compiled
     from ..study import program_from_params
 
     best = found.best_trial
+    base_trial = found.trials[gate.base]
     program, adapter = program_from_params(base, pool, best.params)
     metadata = compile_metadata(
         program, "study", {"trials": len(found.trials), "storage": storage, "study": found.study_name,
                            "params": best.params, "seed": seed, "given_claims": given_claims},
         train_set, dev_set, describe=describe,
-        dev_score={"compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
-        options={"use_context": best.params["context"], "adapter": adapter, "reasoning": list(program.reasoning)})
+        dev_score={"base_program": base.program_name,
+                   "base": {"agreement": base_trial.value, "turn_accuracy": base_trial.user_attrs.get("turn_accuracy")},
+                   "compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")},
+                   "gate": {"alpha": gate.alpha, **gate.test}},
+        options={"use_context": program.use_context, "adapter": adapter, "reasoning": list(program.reasoning),
+                 "claim_calls": program.claim_calls})
     path = save_compiled(CompileResult(program, metadata), name, out_dir)
-    # `vista evaluate` applies the saved context and reasoning options itself; the adapter is the model's setting.
+    # `vista evaluate` applies the saved options itself; the adapter is the model's setting.
     note = f"; judge with --adapter {adapter} as the best trial did" if adapter != "json" else ""
-    err.print(f"saved {path} (with its options: context {best.params['context']}, reasoning "
-              f"{','.join(program.reasoning) or 'none'}){note}", highlight=False)
+    err.print(f"saved {path} (with its options: context {program.use_context}, reasoning "
+              f"{','.join(program.reasoning) or 'none'}, {program.claim_calls}){note}", highlight=False)
 
 
 def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,
@@ -247,20 +275,23 @@ def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_tra
 
     data_dir = data_dir or default_data_dir()
     load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))  # train and dev: one file
-    return _compile_split(train, data_dir, seed, n_train, load), _compile_split(dev, data_dir, seed, n_dev, load)
+    train_part, dev_part = _compile_split(train, data_dir, seed, n_train, load), _compile_split(dev, data_dir, seed,
+                                                                                                 n_dev, load)
+    overlap = {d.id for d in train_part[0]} & {d.id for d in dev_part[0]}
+    if overlap:
+        raise ValueError(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint "
+                         "parts")
+    return train_part, dev_part
 
 
 def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Callable) -> tuple[list, dict]:
-    """DATASET[=PATH][:part] -> (dialogues, description); part: train / dev halves of a seeded split, or all."""
+    """DATASET[=PATH][:part] -> (dialogues, description); parts as in ``data.PARTS`` (default all)."""
     from ..bench import parse_datasets
-    from ..data import sample, split
+    from ..data import PARTS, part_of, sample
 
-    head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in ("train", "dev", "all") else (spec, "", "all")
+    head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in PARTS else (spec, "", "all")
     [(dataset, path)] = parse_datasets(head, data_dir).items()
-    dialogues = load(dataset, path)
-    if part != "all":
-        first, second = split(dialogues, 0.5, seed, group=lambda d: d.source.get("dialogue_id", d.id))
-        dialogues = first if part == "train" else second
+    dialogues = part_of(load(dataset, path), part, seed)
     if n is not None and n < len(dialogues):
         dialogues = sample(dialogues, n, seed)
     return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}

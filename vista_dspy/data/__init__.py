@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..schema import Dialogue
-from .loading import sample, split
+from .loading import PARTS, part_of, sample, split
 from .readers import InputError, read_json
 
 # A loader takes the path and, for whole-file JSON formats, the already parsed content (or None).
@@ -50,4 +50,4 @@ def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue
     return dialogues
 
 
-__all__ = ["LOADERS", "InputError", "Loader", "load_dialogues", "register", "sample", "split"]
+__all__ = ["LOADERS", "PARTS", "InputError", "Loader", "load_dialogues", "part_of", "register", "sample", "split"]

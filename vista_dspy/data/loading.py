@@ -93,6 +93,33 @@ def split(
     return dev, test
 
 
+# Named parts of one annotated file for compiling (``DATASET:part``): ``train`` / ``dev`` are the halves of a seeded
+# split grouped by dialogue; ``pool`` / ``select`` halve ``train`` again, within each source dataset, so that demos
+# (pool), the choice between candidate programs (select) and the final measurement (dev) never share a dialogue.
+PARTS = ("train", "dev", "pool", "select", "all")
+
+
+def part_of(dialogues: Sequence[Dialogue], part: str, seed: int = 0) -> list[Dialogue]:
+    """The dialogues of one named part (``PARTS``), in file order."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; choose one of {', '.join(PARTS)}")
+    if part == "all":
+        return list(dialogues)
+
+    def group(d: Dialogue) -> Hashable:
+        return d.source.get("dialogue_id", d.id)
+
+    train, dev = split(dialogues, 0.5, seed, group=group)
+    if part in ("train", "dev"):
+        return train if part == "train" else dev
+    strata: dict[str, list[Dialogue]] = {}
+    for dialogue in train:
+        strata.setdefault(str(dialogue.source.get("dataset", "")), []).append(dialogue)
+    chosen = {d.id for key in sorted(strata)
+              for d in split(strata[key], 0.5, seed, group=group)[0 if part == "pool" else 1]}
+    return [d for d in train if d.id in chosen]
+
+
 def balanced(path: Path, dialogues: list[Dialogue], side: Callable[[Dialogue], bool], n: int,
               seed: int) -> list[Dialogue]:
     """``n`` dialogues, half from each side (the ``side``-true half gets the extra one when ``n`` is odd)."""

@@ -1,0 +1,106 @@
+"""The study's selection protocol without an LM: the named parts of the annotated file, trial parameters that
+describe the base program, the gate between the best trial and the base trial, and the stage-wise reading of
+end-to-end verdicts."""
+
+from collections import Counter
+
+import optuna
+import pytest
+
+from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.metrics import decomposition_agreement
+from vista_dspy.optimize import Pool
+from vista_dspy.program import Vista
+from vista_dspy.schema import Category, ClaimVerdict, DialogueVerdict, TurnVerdict
+from vista_dspy.study import base_params, gate, program_from_params
+
+
+@pytest.fixture(scope="module")
+def dialogues():
+    from conftest import DEV_FILE
+
+    if not DEV_FILE.exists():
+        pytest.skip(f"benchmark data not found at {DEV_FILE}")
+    return load_dialogues(DEV_FILE)
+
+
+def test_parts_are_disjoint_halves_and_pool_select_halve_train_within_each_source(dialogues):
+    ids = {part: [d.id for d in part_of(dialogues, part, 0)] for part in ("train", "dev", "pool", "select", "all")}
+    assert not set(ids["train"]) & set(ids["dev"]) and set(ids["train"]) | set(ids["dev"]) == set(ids["all"])
+    assert not set(ids["pool"]) & set(ids["select"]) and set(ids["pool"]) | set(ids["select"]) == set(ids["train"])
+    source = {d.id: d.source["dataset"] for d in dialogues}
+    pool, select = Counter(source[i] for i in ids["pool"]), Counter(source[i] for i in ids["select"])
+    assert all(abs(pool[k] - select[k]) <= 1 for k in pool | select)  # stratified by source dataset
+    assert ids["pool"] == [i for i in ids["train"] if i in set(ids["pool"])]  # file order kept
+    assert [d.id for d in part_of(dialogues, "dev", 1)] != ids["dev"]  # the seed moves the split
+    with pytest.raises(ValueError, match="unknown part 'test'"):
+        part_of(dialogues, "test")
+
+
+def test_base_params_describe_the_base_program_itself():
+    base = Vista.from_program(None)
+    params = base_params(base)
+    program, adapter = program_from_params(base, Pool(), params)
+    assert adapter == "json" and program.claim_calls == base.claim_calls and program.reasoning == ()
+    for name in ("decompose", "verify", "categorize"):
+        assert getattr(program, name).demos == getattr(base, name).demos
+    fewer, _ = program_from_params(base, Pool(), {**params, "demos_verify": 2, "cot_verify": True,
+                                                  "claim_calls": "batched"})
+    assert fewer.verify.demos == base.verify.demos[:2] and fewer.reasoning == ("verify",)
+    assert fewer.claim_calls == "batched"
+
+
+def _study(rights: list[str], values: list[float]) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    distribution = optuna.distributions.IntDistribution(0, 9)
+    for number, (right, value) in enumerate(zip(rights, values)):
+        attrs = {"turns_right": right, **({"base": "seed"} if number == 0 else {})}
+        study.add_trial(optuna.trial.create_trial(params={"x": number}, distributions={"x": distribution},
+                                                  value=value, user_attrs=attrs))
+    return study
+
+
+def test_the_gate_passes_only_a_significantly_better_best_trial():
+    base = "0" * 12 + "1" * 8
+    clearly = "1" * 20
+    assert gate(_study([base, clearly], [0.4, 1.0])).passed  # 12 turns won, none lost: p < 0.001
+    slightly = "11" + "0" * 10 + "1" * 8
+    narrow = gate(_study([base, slightly], [0.4, 0.5]))
+    assert not narrow.passed and narrow.test["a_only"] == 2 and "fails alpha 0.05" in narrow.describe()
+    assert gate(_study([base, slightly], [0.4, 0.5]), alpha=1).passed  # alpha 1: any best that wins a turn
+    itself = gate(_study([clearly, base], [1.0, 0.4]))
+    assert not itself.passed and "base program's own" in itself.describe()
+    with pytest.raises(ValueError, match="same dev turns"):
+        gate(_study([base, "1" * 19], [0.4, 1.0]))
+
+
+def test_decomposition_agreement_matches_claims_and_compares_their_categories(dialogues):
+    dialogue = next(d for d in dialogues if d.judged_turns and d.turns[d.judged_turns[0]].gold.claims)
+    index = dialogue.judged_turns[0]
+    human = dialogue.turns[index].gold.claims
+    wrong = next(c for c in Category if c not in (human[0].category, Category.ERROR))
+    claims = [ClaimVerdict(claim=human[0].text, category=wrong, stage="categorize"),
+              ClaimVerdict(claim="Completely unrelated words here.", category=Category.VERIFIED, stage="verify")]
+    claims += [ClaimVerdict(claim=c.text, category=c.category, stage="verify") for c in human[1:]]
+    turn = TurnVerdict(turn_index=index, text="", grounding="document", claims=claims, claims_source="decomposed",
+                       label="faithful", score=None, knowledge=[])
+    result = decomposition_agreement([dialogue], [DialogueVerdict(dialogue_id=dialogue.id, turns=[turn], score=None)])
+    assert result.matched == len(human) and result.same_category == len(human) - 1
+    assert result.f1 == pytest.approx(2 * len(human) / (2 * len(human) + 1))
+
+
+def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dialogues):
+    import dspy
+
+    from fakes import RuleEngine, rule_lm
+    from vista_dspy.study import ONE_FACTOR, run_study
+
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        study, _, base = run_study(dialogues[:6], dialogues[6:8], trials=3)
+    start = base_params(base, "json")
+    assert study.trials[0].params == start and study.trials[0].user_attrs["base"] == "seed"
+    completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(completed) == 3
+    for trial, (change, what) in zip(completed[1:], ONE_FACTOR):
+        assert trial.params == {**start, **change} and what in trial.user_attrs["design"]
+    assert len(study.trials[0].user_attrs["turns_right"]) == sum(len(d.judged_turns) for d in dialogues[6:8])
