@@ -161,13 +161,16 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     engine = RuleEngine()
     with dspy.context(lm=rule_lm(engine), adapter=dspy.JSONAdapter()):
-        study, pool, base = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t")
+        study, pool, base = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t",
+                                      one_factor=False)
         assert len(study.trials) == 2
         calls = len(engine.requests)
-        again, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t")
+        again, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=2, storage=storage, study_name="t",
+                                one_factor=False)
         assert len(again.trials) == 2  # resumed: nothing left to run
         assert len(engine.requests) - calls < calls  # only the demo pool was rebuilt
-        more, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=3, storage=storage, study_name="t")
+        more, _, _ = run_study(dialogues[:8], dialogues[8:10], trials=3, storage=storage, study_name="t",
+                               one_factor=False)
         assert len(more.trials) == 3
     frame, _ = study_tables(more)
     assert len(frame) == 3 and {"value", "params_demos_verify", "params_context", "params_cot_verify"} <= set(frame.columns)

@@ -104,3 +104,54 @@ def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dial
     for trial, (change, what) in zip(completed[1:], ONE_FACTOR):
         assert trial.params == {**start, **change} and what in trial.user_attrs["design"]
     assert len(study.trials[0].user_attrs["turns_right"]) == sum(len(d.judged_turns) for d in dialogues[6:8])
+
+
+def test_the_changes_that_beat_the_base_alone_are_tried_together():
+    from vista_dspy.study import _combine_one_factor_winners
+
+    study = optuna.create_study(direction="maximize")
+    choice = optuna.distributions.CategoricalDistribution([False, True])
+    start = {"a": False, "b": False, "c": False}
+    for params, value, attrs in ((start, 0.5, {"base": "seed"}),
+                                 ({**start, "a": True}, 0.6, {"design": "base, but A"}),
+                                 ({**start, "b": True}, 0.4, {"design": "base, but B"}),
+                                 ({**start, "c": True}, 0.7, {"design": "base, but C"})):
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dict.fromkeys(params, choice),
+                                                  value=value, user_attrs=attrs))
+    _combine_one_factor_winners(study, None)
+    _combine_one_factor_winners(study, None)  # once only
+    [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert queued.system_attrs["fixed_params"] == {"a": True, "b": False, "c": True}
+    assert queued.user_attrs["design"] == "combined: the base with every change that beat it alone (A; C)"
+
+
+def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path, dialogues):
+    import dspy
+
+    from fakes import RuleEngine, rule_lm
+    from vista_dspy.study import run_study
+
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        study, _, _ = run_study(dialogues[:6], dialogues[6:8], trials=1, storage=storage, study_name="s")
+        interrupted = study.ask()  # trial 1, the first one-factor variant, left RUNNING as by a kill
+        planned = dict(study.trials[1].system_attrs["fixed_params"])
+        study, _, _ = run_study(dialogues[:6], dialogues[6:8], trials=2, storage=storage, study_name="s")
+    State = optuna.trial.TrialState
+    assert study.trials[interrupted.number].state == State.FAIL
+    [again] = [t for t in study.get_trials(states=(State.WAITING,)) if t.system_attrs["fixed_params"] == planned]
+    assert again.user_attrs["design"] == study.trials[interrupted.number].user_attrs["design"]
+    assert sum(t.state == State.COMPLETE for t in study.trials) == 2
+
+
+def test_an_interrupted_scoring_is_not_a_score(dialogues):
+    import dspy
+
+    from fakes import RuleEngine, rule_lm
+    from vista_dspy.optimize import score
+
+    def interrupt(message):
+        raise KeyboardInterrupt  # Ctrl-C after the first dev dialogue
+
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()), pytest.raises(KeyboardInterrupt):
+        score(Vista.from_program(None), dialogues[:3], log=interrupt)

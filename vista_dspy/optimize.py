@@ -128,6 +128,8 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
 
     result = evaluate(dev, program, dspy.settings.lm, adapter=dspy.settings.adapter, threads=threads,
                       judge_given_claims=given_claims, on_done=progress)
+    if result.interrupted:  # never score a program on the dialogues an interrupt happened to leave judged
+        raise KeyboardInterrupt
     measured = (meter or Meter()).wrap(agreement)
     values = [measured(None, verdict) for verdict in result.verdicts]
     summary = scoring.summarize(result.verdicts)

@@ -337,20 +337,29 @@ def study_report(study, verdict) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from markupsafe import Markup
+    from matplotlib.ticker import MaxNLocator
 
     from .study import study_tables
 
     frame, importances = study_tables(study)
+    frame = frame[frame["state"] != "WAITING"].rename(
+        columns=lambda c: c.removeprefix("params_").removeprefix("user_attrs_"))
+    first = [c for c in ("number", "state", "value", "turn_accuracy", "decomposition_f1",
+                         "matched_category_accuracy", "lm_calls", "base", "design") if c in frame.columns]
+    frame = frame[first + [c for c in frame.columns if c not in first]]
     done = frame[frame["state"] == "COMPLETE"]
     figures = []
     if not done.empty:
         figure, axes = plt.subplots(figsize=(8, 3.2))
-        axes.plot(done["number"], done["value"], "o", label="trial")
-        axes.step(done["number"], done["value"].cummax(), where="post", label="best so far")
-        base = done[done.get("user_attrs_base", pd.Series(index=done.index, dtype=object)).notna()]
-        if not base.empty:
-            axes.axhline(base["value"].iloc[0], color="black", linestyle=":", linewidth=1,
-                         label=f"base program (trial {int(base['number'].iloc[0])})")
+        values = done["value"]
+        axes.plot(done["number"], values, "o", label="trial")
+        axes.step(done["number"], values.cummax(), where="post", label="best so far")
+        if "base" in done.columns and done["base"].notna().any():
+            base = done[done["base"].notna()].iloc[0]
+            axes.axhline(float(base["value"]), color="black", linestyle=":", linewidth=1,
+                         label=f"base program (trial {int(base['number'])})")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_xlabel("trial")
         axes.set_ylabel("dev agreement")
         axes.legend(loc="lower right", fontsize="small")
@@ -359,13 +368,19 @@ def study_report(study, verdict) -> str:
         figure, axes = plt.subplots(figsize=(8, 0.5 + 0.3 * len(importances)))
         pd.Series(importances).sort_values().plot.barh(ax=axes)
         axes.set_xlabel("importance (optuna's default evaluator)")
-        figures.append({"svg": _svg(figure), "caption": "Parameter importances over the completed trials."})
+        figures.append({"svg": _svg(figure), "caption": f"Parameter importances over the {len(done)} completed "
+                                                        "trials: with few trials, and one-factor trials among them, "
+                                                        "a rough guide only."})
     environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy", "templates"),
                                      autoescape=jinja2.select_autoescape(["html", "j2"]))
-    from markupsafe import Markup
+    def cell(value: Any) -> str:  # whole numbers stay whole beside a failed trial's gaps
+        if value is None or (isinstance(value, float) and pd.isna(value)):
+            return "—"
+        if isinstance(value, float):
+            return f"{value:.0f}" if value.is_integer() and abs(value) > 1 else f"{value:.3f}"
+        return str(value)
 
-    table = Markup(frame.rename(columns=lambda c: c.removeprefix("params_").removeprefix("user_attrs_"))
-                   .to_html(index=False, border=0, escape=True, classes="numbers", na_rep="—"))
+    table = Markup(frame.map(cell).to_html(index=False, border=0, escape=True))
     return environment.get_template("study.html.j2").render(
         title=study.study_name, trials=len(frame), completed=len(done), gate=verdict.describe(),
         passed=verdict.passed, figures=figures, table=table)

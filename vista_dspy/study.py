@@ -5,7 +5,8 @@ built from human annotations) and how many, the pool's selection seed, the adapt
 per call or a turn's claims in one call), VISTA+ctx and Predict vs ChainOfThought per stage; it is scored end to
 end (or on given claims) on the dev dialogues. Trial 0 is always the base program itself, so every study holds the
 baseline its winner must beat, on the same turns: ``gate`` applies an exact McNemar test between the two. The
-next trials change one choice of the base at a time (``ONE_FACTOR``); TPE samples after them.
+next trials change one choice of the base at a time (``ONE_FACTOR``); then the changes that beat the base alone are
+tried together, and TPE samples after that.
 """
 
 from __future__ import annotations
@@ -127,10 +128,61 @@ def run_study(
             f"decomposition F1 {value.decomposition_f1}")
         return value.agreement
 
+    _requeue_unfinished(study)
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     if trials > done:
-        study.optimize(objective, n_trials=trials - done)
+        study.optimize(objective, n_trials=trials - done, callbacks=[_combine_one_factor_winners])
     return study, pool, base
+
+
+def _requeue_unfinished(study) -> None:
+    """A trial left RUNNING by an interrupted session, or FAILED by an outage, is marked failed and its parameters
+    are queued again (once), so that a resumed study runs exactly the trials it planned. One process per study."""
+    import optuna
+
+    State = optuna.trial.TrialState
+    for trial in study.trials:
+        if trial.state == State.RUNNING:
+            study.tell(trial.number, state=State.FAIL)
+    planned = {_key(_params(t)) for t in study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))}
+    for trial in study.get_trials(deepcopy=False, states=(State.FAIL,)):
+        params = _params(trial)
+        if params and _key(params) not in planned:
+            planned.add(_key(params))
+            study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
+                                                    if k in ("base", "design")})
+
+
+def _params(trial) -> dict[str, Any]:
+    """A trial's parameters: those it suggested, or, before it suggested any, those it was queued with."""
+    return trial.params or trial.system_attrs.get("fixed_params", {})
+
+
+def _key(params: dict[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+def _combine_one_factor_winners(study, _trial) -> None:
+    """Once every one-factor trial is complete, queue the base with every change that beat it on its own (when
+    more than one did: a single winner has been tried already)."""
+    import optuna
+
+    trials = study.get_trials(deepcopy=False)
+    base = next((t for t in trials if "base" in t.user_attrs), None)
+    designed = [t for t in trials if t.user_attrs.get("design", "").startswith("base, but")]
+    if (base is None or base.state != optuna.trial.TrialState.COMPLETE or not designed
+            or any(t.state != optuna.trial.TrialState.COMPLETE for t in designed)
+            or any(t.user_attrs.get("design", "").startswith("combined") for t in trials)):
+        return
+    winners = [t for t in designed if t.value > base.value]
+    if len(winners) < 2:
+        return
+    params = dict(base.params)
+    for winner in winners:
+        params.update({k: v for k, v in winner.params.items() if v != base.params.get(k)})
+    study.enqueue_trial(params, user_attrs={"design": "combined: the base with every change that beat it alone ("
+                                            + "; ".join(t.user_attrs["design"].removeprefix("base, but ")
+                                                        for t in winners) + ")"})
 
 
 @dataclass
