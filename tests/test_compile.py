@@ -191,10 +191,18 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
     common = ["--model", "openai/fake", "--data-dir", str(data_dir), "--n-train", "6", "--n-dev", "2",
               "--out-dir", str(tmp_path), "--no-cache"]
     with FakeOpenAIServer() as server:
+        gated = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
+                                    "decompose=2,verify=2,categorize=1"])
+        assert gated.exit_code == 0, gated.output
+        saved = (tmp_path / "openai_fake.json").exists()
+        assert "gate: compiled program vs seed program on" in gated.output
+        assert saved == ("passes alpha 0.05" in gated.output) == (gated.stdout.strip() != "")
+        assert saved or "nothing saved for openai_fake: the seed program stays" in " ".join(gated.output.split())
         result = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
-                                     "decompose=2,verify=2,categorize=1"])
+                                     "decompose=2,verify=2,categorize=1", "--always-save"])
         assert result.exit_code == 0, result.output
         meta = json.loads((tmp_path / "openai_fake.meta.json").read_text())
+        assert meta["dev_score"]["gate"]["passed"] == saved and meta["dev_score"]["paired"]["items"] > 0
         assert meta["model"] == "openai/fake" and meta["train"]["part"] == "pool" and meta["dev"]["part"] == "select"
         assert meta["demos"]["verify"] == 2
         result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "3", "--apply",
@@ -291,7 +299,7 @@ def test_compile_all_configured_compiles_every_reachable_paper_model(tmp_path, d
         result = CliRunner().invoke(app, [
             "compile", "--model", "all-configured", "--data-dir", str(dev_file_module.parent.parent), "--n-train",
             "6", "--n-dev", "2", "--out-dir", str(tmp_path), "--no-cache", "--demos",
-            "decompose=2,verify=2,categorize=1"])
+            "decompose=2,verify=2,categorize=1", "--always-save"])
         assert result.exit_code == 0, result.output
         assert llama.requests > 0 and qwen.requests > 0
     output = " ".join(result.output.split())

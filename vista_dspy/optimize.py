@@ -146,6 +146,30 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
                                                if decomposition.matched else None))
 
 
+
+def paired_turns(candidate: DevScore | str, base: DevScore | str) -> dict[str, Any]:
+    """Exact McNemar of two programs' turn correctness on the same dev turns (``turns_right`` strings)."""
+    from .metrics import mcnemar_exact
+
+    a, b = (s.turns_right if isinstance(s, DevScore) else s for s in (candidate, base))
+    if not a or len(a) != len(b):
+        raise ValueError("the two programs were not scored on the same dev turns")
+    return mcnemar_exact([True] * len(a), [c == "1" for c in a], [c == "1" for c in b])
+
+
+def beats(test: dict[str, Any] | None, alpha: float) -> bool:
+    """The gate a compiled program must pass to replace its base: right on more dev turns than the base, and the
+    exact McNemar p below ``alpha`` (``alpha`` >= 1: any net win)."""
+    return (test is not None and test["a_only"] > test["b_only"]
+            and (alpha >= 1 or test["pvalue"] < alpha))
+
+
+def describe_paired(test: dict[str, Any], alpha: float, candidate: str, base: str) -> str:
+    """One line on ``paired_turns`` and whether it passes the gate."""
+    return (f"{candidate} vs {base} on {test['items']} dev turns: right only in the {candidate} {test['a_only']}, only "
+            f"in the {base} {test['b_only']}; exact McNemar p = {test['pvalue']:.3f} "
+            f"({'passes' if beats(test, alpha) else 'fails'} alpha {alpha})")
+
 # ---- demo pools and selection ------------------------------------------------------------------------------------
 
 
@@ -343,7 +367,7 @@ def compile_program(
                               "claim_calls": base.claim_calls},
         train, dev, describe=describe,
         dev_score={"base_program": base.program_name, "base": seed_score.as_dict(),
-                   "compiled": compiled_score.as_dict()},
+                   "compiled": compiled_score.as_dict(), "paired": paired_turns(compiled_score, seed_score)},
         metric="agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
                                                    else "") + " on the dev dialogues",
         candidates=candidates, compile_cost=meter.usage.total.model_dump())

@@ -18,7 +18,7 @@ from typing import Any
 import dspy
 
 from .compiled import SEED_PROGRAM
-from .optimize import DEFAULT_DEMOS, Meter, Pool, install, labeled_pool, score
+from .optimize import DEFAULT_DEMOS, Meter, Pool, beats, describe_paired, install, labeled_pool, paired_turns, score
 from .program import REASONING_STAGES, Vista
 from .schema import Dialogue
 
@@ -197,32 +197,26 @@ class Gate:
     @property
     def passed(self) -> bool:
         """The best trial is not the base, is right on more turns, and the difference is significant at alpha."""
-        return (self.test is not None and self.test["a_only"] > self.test["b_only"]
-                and (self.alpha >= 1 or self.test["pvalue"] < self.alpha))
+        return beats(self.test, self.alpha)
 
     def describe(self) -> str:
         if self.base is None:
             return "the study has no base trial to compare with"
         if self.best == self.base:
             return f"the best trial is the base program's own (trial {self.base})"
-        t = self.test
-        return (f"trial {self.best} vs the base trial {self.base} on {t['items']} dev turns: right only in the best "
-                f"{t['a_only']}, only in the base {t['b_only']}; exact McNemar p = {t['pvalue']:.3f} "
-                f"({'passes' if self.passed else 'fails'} alpha {self.alpha})")
+        return describe_paired(self.test, self.alpha, f"trial {self.best}", f"base trial {self.base}")
 
 
 def gate(study, alpha: float = 0.05) -> Gate:
     """Compare the best completed trial with the base trial (the one enqueued with ``base`` in its user attrs)."""
-    from .metrics import mcnemar_exact
-
     best = study.best_trial
     base = next((t for t in study.trials if "base" in t.user_attrs and t.value is not None), None)
     if base is None or base.number == best.number:
         return Gate(best.number, base.number if base else None, None, alpha)
-    a, b = best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", "")
-    if not a or len(a) != len(b):
-        raise ValueError(f"trials {best.number} and {base.number} were not scored on the same dev turns")
-    test = mcnemar_exact([True] * len(a), [c == "1" for c in a], [c == "1" for c in b])
+    try:
+        test = paired_turns(best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", ""))
+    except ValueError:
+        raise ValueError(f"trials {best.number} and {base.number} were not scored on the same dev turns") from None
     return Gate(best.number, base.number, test, alpha)
 
 

@@ -77,9 +77,17 @@ def compile_command(
     stop_after: StopAfterOption = STOP_AFTER,
     claim_calls: Annotated[ClaimCalls, typer.Option(help="Judging mode the dev scores are measured with. "
                                                          + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate: the compiled program is saved only if "
+                                                                 "it is right on more dev turns than the seed, "
+                                                                 "exact McNemar p below this (1: any net win).")
+                     ] = 0.05,
+    always_save: Annotated[bool, typer.Option("--always-save", help="Save the compiled program even when it fails "
+                                                                    "the gate (the gate is recorded in its "
+                                                                    ".meta.json).")] = False,
 ) -> None:
     """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
-    on dev dialogues, and save the program (used automatically by `vista evaluate --model M`).
+    on the same dev dialogues, and save the program (used automatically by `vista evaluate --model M`) only if it
+    beats the seed on the dev turns (exact McNemar, --alpha); otherwise say so and keep the seed.
 
     --model all-configured compiles each of the paper's eight models that this machine can reach -- a hosted model
     whose key is set, an open-weights model whose own endpoint is set (VISTA_API_BASE_<NAME>, e.g.
@@ -109,17 +117,19 @@ def compile_command(
         _compile_one(target, endpoint, train_set, dev_set, train_info, dev_info, optimizer=optimizer, budgets=budgets,
                      budget=budget, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir, gguf=gguf,
                      port=port, threads=threads, max_tokens=max_tokens, cache=cache, parse_retries=parse_retries,
-                     stop_after=stop_after, claim_calls=claim_calls.value)
+                     stop_after=stop_after, claim_calls=claim_calls.value, alpha=alpha, always_save=always_save)
 
 
 def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_set: list, train_info: dict,
                  dev_info: dict, *, optimizer: str, budgets: dict, budget: int, seed: int, given_claims: bool,
                  name: str | None, out_dir: Path | None, gguf: Path | None, port: int, threads: int | None,
-                 max_tokens: int, cache: bool, parse_retries: int, stop_after: int, claim_calls: str) -> None:
-    """Compile, score and save the program of one model; print its path on stdout."""
+                 max_tokens: int, cache: bool, parse_retries: int, stop_after: int, claim_calls: str, alpha: float,
+                 always_save: bool) -> None:
+    """Compile and score the program of one model; if it passes the gate (or --always-save), save it and print its
+    path on stdout."""
     from ..clients import use_cache_for
     from ..models import program_name_for
-    from ..optimize import compile_program, save_compiled
+    from ..optimize import beats, compile_program, describe_paired, save_compiled
     from ..program import Vista
 
     lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, max_tokens=max_tokens, cache=cache)
@@ -136,12 +146,19 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
             given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
             describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
             log=lambda message: err.print(message, highlight=False))
-    path = save_compiled(result, name, out_dir)
     scores = result.metadata["dev_score"]
     err.print(f"dev agreement: {scores['base_program']} {scores['base']['agreement']:.3f} -> compiled "
               f"{scores['compiled']['agreement']:.3f} (turn accuracy {fraction(scores['base']['turn_accuracy'])} -> "
               f"{fraction(scores['compiled']['turn_accuracy'])}); compiling cost "
               f"{result.metadata['compile_cost']['calls']} LM calls", highlight=False)
+    scores["gate"] = {"alpha": alpha, "passed": beats(scores["paired"], alpha)}
+    err.print("gate: " + describe_paired(scores["paired"], alpha, "compiled program", f"{scores['base_program']} "
+                                         "program"), highlight=False)
+    if not (scores["gate"]["passed"] or always_save):
+        err.print(f"nothing saved for {name}: the {scores['base_program']} program stays (--always-save saves it "
+                  "anyway)", highlight=False)
+        return
+    path = save_compiled(result, name, out_dir)
     sys.stdout.write(f"{path}\n")
 
 
