@@ -109,18 +109,25 @@ def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dial
 def test_the_changes_that_beat_the_base_alone_are_tried_together():
     from vista_dspy.study import _combine_one_factor_winners
 
+    State = optuna.trial.TrialState
     study = optuna.create_study(direction="maximize")
     choice = optuna.distributions.CategoricalDistribution([False, True])
     start = {"a": False, "b": False, "c": False}
     for params, value, attrs in ((start, 0.5, {"base": "seed"}),
                                  ({**start, "a": True}, 0.6, {"design": "base, but A"}),
-                                 ({**start, "b": True}, 0.4, {"design": "base, but B"}),
+                                 ({**start, "b": True}, None, {"design": "base, but B"}),  # failed, queued again
                                  ({**start, "c": True}, 0.7, {"design": "base, but C"})):
         study.add_trial(optuna.trial.create_trial(params=params, distributions=dict.fromkeys(params, choice),
-                                                  value=value, user_attrs=attrs))
+                                                  value=value, user_attrs=attrs,
+                                                  state=State.COMPLETE if value is not None else State.FAIL))
+    study.enqueue_trial({**start, "b": True}, user_attrs={"design": "base, but B"})
+    _combine_one_factor_winners(study, None)
+    assert len(study.get_trials(states=(State.WAITING,))) == 1  # B's rerun is still to come: nothing combined yet
+    rerun = study.ask()
+    study.tell(rerun, 0.4)
     _combine_one_factor_winners(study, None)
     _combine_one_factor_winners(study, None)  # once only
-    [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    [queued] = study.get_trials(states=(State.WAITING,))
     assert queued.system_attrs["fixed_params"] == {"a": True, "b": False, "c": True}
     assert queued.user_attrs["design"] == "combined: the base with every change that beat it alone (A; C)"
 

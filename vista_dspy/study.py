@@ -129,6 +129,7 @@ def run_study(
         return value.agreement
 
     _requeue_unfinished(study)
+    _combine_one_factor_winners(study, None)  # a study stopped right after its last one-factor trial
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     if trials > done:
         study.optimize(objective, n_trials=trials - done, callbacks=[_combine_one_factor_winners])
@@ -167,11 +168,12 @@ def _combine_one_factor_winners(study, _trial) -> None:
     more than one did: a single winner has been tried already)."""
     import optuna
 
+    State = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
-    base = next((t for t in trials if "base" in t.user_attrs), None)
-    designed = [t for t in trials if t.user_attrs.get("design", "").startswith("base, but")]
-    if (base is None or base.state != optuna.trial.TrialState.COMPLETE or not designed
-            or any(t.state != optuna.trial.TrialState.COMPLETE for t in designed)
+    base = next((t for t in trials if "base" in t.user_attrs and t.state == State.COMPLETE), None)
+    # A failed one-factor trial has been queued again (``_requeue_unfinished``): its rerun is the one that counts.
+    designed = [t for t in trials if t.user_attrs.get("design", "").startswith("base, but") and t.state != State.FAIL]
+    if (base is None or not designed or any(t.state != State.COMPLETE for t in designed)
             or any(t.user_attrs.get("design", "").startswith("combined") for t in trials)):
         return
     winners = [t for t in designed if t.value > base.value]
