@@ -112,11 +112,12 @@ def test_the_changes_that_beat_the_base_alone_are_tried_together():
     State = optuna.trial.TrialState
     study = optuna.create_study(direction="maximize")
     choice = optuna.distributions.CategoricalDistribution([False, True])
-    start = {"a": False, "b": False, "c": False}
+    start = {"a": False, "b": False, "c": False, "d": False}
     for params, value, attrs in ((start, 0.5, {"base": "seed"}),
                                  ({**start, "a": True}, 0.6, {"design": "base, but A"}),
                                  ({**start, "b": True}, None, {"design": "base, but B"}),  # failed, queued again
-                                 ({**start, "c": True}, 0.7, {"design": "base, but C"})):
+                                 ({**start, "c": True}, 0.7, {"design": "base, but C"}),
+                                 ({**start, "d": True}, 0.5 + 1e-16, {"design": "base, but D"})):  # a float tie
         study.add_trial(optuna.trial.create_trial(params=params, distributions=dict.fromkeys(params, choice),
                                                   value=value, user_attrs=attrs,
                                                   state=State.COMPLETE if value is not None else State.FAIL))
@@ -128,7 +129,7 @@ def test_the_changes_that_beat_the_base_alone_are_tried_together():
     _combine_one_factor_winners(study, None)
     _combine_one_factor_winners(study, None)  # once only
     [queued] = study.get_trials(states=(State.WAITING,))
-    assert queued.system_attrs["fixed_params"] == {"a": True, "b": False, "c": True}
+    assert queued.system_attrs["fixed_params"] == {"a": True, "b": False, "c": True, "d": False}
     assert queued.user_attrs["design"] == "combined: the base with every change that beat it alone (A; C)"
 
 

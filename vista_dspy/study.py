@@ -176,7 +176,7 @@ def _combine_one_factor_winners(study, _trial) -> None:
     if (base is None or not designed or any(t.state != State.COMPLETE for t in designed)
             or any(t.user_attrs.get("design", "").startswith("combined") for t in trials)):
         return
-    winners = [t for t in designed if t.value > base.value]
+    winners = [t for t in designed if t.value > base.value + 1e-9]  # the same turns judged alike: a float tie
     if len(winners) < 2:
         return
     params = dict(base.params)
