@@ -92,8 +92,10 @@ def run_study(
     pool = labeled_pool(base, train, meter=meter, want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()},
                         on_dialogue=lambda d: log(f"  demo pool: judged the human claims of {d.id}"))
     log(f"demo pool: {pool.sizes()}")
-    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True,
-                                sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True)
+    # Seeded by the trials so far: a resumed session seeded alike would sample what the session before it sampled
+    # after the same trials (a repeated trial; it happened in benchmarks/studies/local-1.5b.db, trials 11 and 12).
+    study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
     if not study.trials:
         start = base_params(base, adapters[0])
         study.enqueue_trial(start, user_attrs={"base": base.program_name})
