@@ -146,12 +146,10 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
                                                if decomposition.matched else None))
 
 
-
-def paired_turns(candidate: DevScore | str, base: DevScore | str) -> dict[str, Any]:
-    """Exact McNemar of two programs' turn correctness on the same dev turns (``turns_right`` strings)."""
+def paired_turns(a: str, b: str) -> dict[str, Any]:
+    """Exact McNemar of two programs' turn correctness on the same dev turns (``DevScore.turns_right`` strings)."""
     from .metrics import mcnemar_exact
 
-    a, b = (s.turns_right if isinstance(s, DevScore) else s for s in (candidate, base))
     if not a or len(a) != len(b):
         raise ValueError("the two programs were not scored on the same dev turns")
     return mcnemar_exact([True] * len(a), [c == "1" for c in a], [c == "1" for c in b])
@@ -169,6 +167,7 @@ def describe_paired(test: dict[str, Any], alpha: float, candidate: str, base: st
     return (f"{candidate} vs {base} on {test['items']} dev turns: right only in the {candidate} {test['a_only']}, only "
             f"in the {base} {test['b_only']}; exact McNemar p = {test['pvalue']:.3f} "
             f"({'passes' if beats(test, alpha) else 'fails'} alpha {alpha})")
+
 
 # ---- demo pools and selection ------------------------------------------------------------------------------------
 
@@ -367,7 +366,7 @@ def compile_program(
                               "claim_calls": base.claim_calls},
         train, dev, describe=describe,
         dev_score={"base_program": base.program_name, "base": seed_score.as_dict(),
-                   "compiled": compiled_score.as_dict(), "paired": paired_turns(compiled_score, seed_score)},
+                   "compiled": compiled_score.as_dict(), "paired": paired_turns(compiled_score.turns_right, seed_score.turns_right)},
         metric="agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
                                                    else "") + " on the dev dialogues",
         candidates=candidates, compile_cost=meter.usage.total.model_dump())
