@@ -220,6 +220,16 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
     assert result.exit_code == 2 and "share" in result.output
 
 
+def test_a_dev_set_without_turn_labels_is_refused_before_any_lm_call(dialogues):
+    from vista_dspy.cli.compile import _require_turn_labels
+
+    _require_turn_labels(dialogues[:2], "vista-human:select")
+    unlabelled = [d.model_copy(update={"turns": [t.model_copy(update={"gold": None}) for t in d.turns]})
+                  for d in dialogues[:2]]
+    with pytest.raises(ValueError, match="--dev coconot: no judged turn has a gold label"):
+        _require_turn_labels(unlabelled, "coconot")
+
+
 def test_mipro_wrapped_with_per_predictor_budgets(dialogues):
     budgets = {"decompose": 2, "verify": 1, "categorize": 1}
     result, engine = compile_with_rules(dialogues[:8], dialogues[8:10], optimizer="mipro", budgets=budgets,

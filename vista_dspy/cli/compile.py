@@ -298,7 +298,17 @@ def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_tra
     if overlap:
         raise ValueError(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint "
                          "parts")
+    _require_turn_labels(dev_part[0], dev)
     return train_part, dev_part
+
+
+def _require_turn_labels(dialogues: list, spec: str) -> None:
+    """Candidates are scored, and gated against the seed, on gold turn labels: a dev set without any is refused
+    before the first LM call."""
+    if not any(d.turns[i].gold is not None and d.turns[i].gold.label is not None
+               for d in dialogues for i in d.judged_turns):
+        raise ValueError(f"--dev {spec}: no judged turn has a gold label to score candidates on; use a dataset with "
+                         "turn labels (vista-human, begin, fade, faithdial, ais, rgm-contradictions)")
 
 
 def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Callable) -> tuple[list, dict]:
