@@ -24,7 +24,6 @@ from pathlib import Path
 import dspy
 
 from vista_dspy import Vista
-from vista_dspy.compiled import saved_options
 from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.local import (
     LOCAL_SHORT_ANSWER_TOKENS,
@@ -35,7 +34,7 @@ from vista_dspy.local import (
 )
 from vista_dspy.metrics import decomposition_agreement, mcnemar_exact, paired_f1_difference
 from vista_dspy.clients import use_cache_for
-from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
@@ -63,7 +62,7 @@ def run_pass(name, dialogues, program, config, given, out_dir, resume=False):
     if not resume:
         shutil.rmtree(out_dir, ignore_errors=True)
     started = time.perf_counter()
-    result = evaluate(dialogues, program, lm, adapter=config.build_adapter(), threads=1, judge_given_claims=given,
+    result = evaluate(dialogues, program.with_options(given_claims=given), Threads(lm, config.build_adapter()),
                       out_dir=out_dir)
     return measure(name, dialogues, result.verdicts, None if resume else time.perf_counter() - started, given)
 
@@ -145,8 +144,9 @@ def main() -> int:
     parser.add_argument("--claim-calls", default=None, choices=("per-claim", "batched", "joint"),
                         help="judging mode (default: the program's saved option, else per-claim, the mode of runs "
                              "1-3 in RESULTS.md)")
-    parser.add_argument("--decompose-calls", default="per-turn", choices=("per-turn", "per-dialogue"),
-                        help="one Decompose call per assistant turn (default) or per dialogue")
+    parser.add_argument("--decompose-calls", default=None, choices=("per-turn", "per-dialogue"),
+                        help="one Decompose call per assistant turn or per dialogue (default: the program's saved "
+                             "option, else per-turn)")
     parser.add_argument("--report-only", action="store_true",
                         help="do not run: re-read the verdicts under --out and print the table (no timings)")
     parser.add_argument("--compare", type=Path, default=None, metavar="OTHER_OUT",
@@ -161,16 +161,15 @@ def main() -> int:
 
     dialogues = load_dialogues(args.data)
     dialogues = part_of(dialogues, args.part) if args.part else first_judged_turns(dialogues, args.turns)
-    saved = saved_options(args.program)
-    args.claim_calls = args.claim_calls or saved.get("claim_calls", "per-claim")
     settings = ServerSettings(gguf=resolve_gguf(args.gguf), port=args.port,
                               **({} if args.poll is None else {"poll": args.poll}))
     config = local_model_config(settings, cache=False)
     use_cache_for(config)
+    given = {"claim_calls": args.claim_calls, "decompose_calls": args.decompose_calls,
+             "check_grounding": False if not args.check_grounding else None}
     program = Vista.from_program(args.program, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS,
-                                 claim_calls=args.claim_calls, decompose_calls=args.decompose_calls,
-                                 check_grounding=args.check_grounding,
-                                 **{k: v for k, v in saved.items() if k in ("use_context", "reasoning")})
+                                 **{k: v for k, v in given.items() if v is not None})
+    args.claim_calls, args.decompose_calls = program.options.claim_calls, program.options.decompose_calls
     print(f"model {settings.gguf.name}, program {program.program_name}, data {args.data} "
           f"({len(dialogues)} dialogues, {sum(len(d.judged_turns) for d in dialogues)} judged turns)", flush=True)
     mode = ("" if args.claim_calls == "per-claim" else f"-{args.claim_calls}") + \

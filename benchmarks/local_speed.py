@@ -44,7 +44,7 @@ from vista_dspy.local import (
     resolve_gguf,
 )
 from vista_dspy.metrics import decomposition_agreement, mcnemar_exact
-from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+from vista_dspy.runner import VERDICTS, evaluate, local_backend, read_verdicts
 from vista_dspy.scoring import summarize
 
 
@@ -128,8 +128,9 @@ def judge_once(row: Row, dialogues, port: int, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True)
     with LocalServer(settings, log=out_dir / "server.log") as server:
         started = time.perf_counter()
-        result = evaluate(dialogues, program, config.build(), adapter=config.build_adapter(), threads=row.threads,
-                          concurrency=row.concurrency, out_dir=out_dir, judge_given_claims=row.given)
+        result = evaluate(dialogues, program.with_options(given_claims=row.given),
+                          local_backend(config.build(), config.build_adapter(), threads=row.threads,
+                                        concurrency=row.concurrency), out_dir=out_dir)
         seconds = time.perf_counter() - started
         rss = peak_rss_gib(server)
     return {"seconds": seconds, "peak_rss_gib": rss, **figures(dialogues, result.verdicts),

@@ -29,7 +29,7 @@ from vista_dspy import Category  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import VERDICTS, evaluate, read_verdicts  # noqa: E402
+from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts  # noqa: E402
 from vista_dspy.stages import CallFailures, EndpointDown  # noqa: E402
 
 FAULT_MIXES = {
@@ -55,7 +55,7 @@ def run(dialogues, out: Path, server: FakeOpenAIServer, policy: dict, threads: i
     parse_retries, stop_after = policy["failures"]
     config = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=3, timeout=timeout, cache=False)
     try:
-        evaluate(dialogues, Vista.from_program(None), config.build(), out_dir=out, threads=threads,
+        evaluate(dialogues, Vista.from_program(None), Threads(config.build(), threads=threads), out_dir=out,
                  retry_errors=policy["retry_errors"], failures=CallFailures(parse_retries, stop_after))
     except EndpointDown:
         return "stopped (exit 1)"

@@ -29,7 +29,7 @@ from throughput import DEV, fake_server  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import evaluate  # noqa: E402
+from vista_dspy.runner import Threads, evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -48,14 +48,14 @@ def main() -> None:
     with fake_server(args.latency) as first, fake_server(args.latency) as second:
         config = ModelConfig(model="openai/fake", api_base=first, num_retries=0, cache=False)
         started = time.perf_counter()
-        local = evaluate(dialogues, program, config.build(), threads=2)
+        local = evaluate(dialogues, program, Threads(config.build(), threads=2))
         rows.append(("local, 2 threads, 1 endpoint", time.perf_counter() - started, local))
         started = time.perf_counter()
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         init = time.perf_counter() - started
         for workers, bases in ((1, [first]), (2, [first, second])):
             started = time.perf_counter()
-            result = evaluate(dialogues, program, None, remote=RayBackend(config, workers=workers, api_bases=bases))
+            result = evaluate(dialogues, program, RayBackend(config, workers=workers, api_bases=bases))
             rows.append((f"ray, {workers} worker(s), {len(bases)} endpoint(s)", time.perf_counter() - started,
                          result))
         ray.shutdown()

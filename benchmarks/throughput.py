@@ -37,7 +37,7 @@ from vista_dspy.bench import ABLATIONS  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import dialogues_for, evaluate  # noqa: E402
+from vista_dspy.runner import Threads, dialogues_for, evaluate, local_backend  # noqa: E402
 
 from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
 
@@ -87,12 +87,12 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
         for name, mode, limit, at_once, config in runs:
             program = Vista.from_program(None, **MODES[mode])
             started, cpu = time.perf_counter(), time.process_time()
-            result = evaluate(dialogues, program, config.build(), threads=at_once, concurrency=limit)
+            result = evaluate(dialogues, program, local_backend(config.build(), threads=at_once, concurrency=limit))
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             summary = result.summary
             calls = summary["usage"]["total"]["calls"]
             turns = summary["judged_turns"]
-            joint = program.claim_calls == "joint"
+            joint = program.options.claim_calls == "joint"
             chain = max(chain_length(d, v, joint) for d, v in zip(dialogues, result.verdicts))
             ideal = max(chain, calls / (limit or 1)) * latency
             rows.append((name, calls, calls / turns, summary["usage"]["total"]["prompt_tokens"] / turns, seconds,
@@ -119,7 +119,8 @@ def local_part(dialogues, turns: int) -> None:
         for mode in ("per-claim", "batched", "joint"):
             program = Vista.from_program(None, claim_calls=mode, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
             started = time.perf_counter()
-            result = evaluate(chosen, program, config.build(), adapter=dspy.JSONAdapter(), judge_given_claims=True)
+            result = evaluate(chosen, program.with_options(given_claims=True),
+                              Threads(config.build(), dspy.JSONAdapter()))
             seconds = time.perf_counter() - started
             summary = result.summary
             judged = summary["judged_turns"]

@@ -5,6 +5,9 @@ and answers in JSON. Markers in the text inject failures:
     <<BAD-DECOMPOSE>> in a turn, <<BAD-VERIFY>> / <<BAD-CATEGORIZE>> in a claim -> unparseable answer;
     <<FLAKY-VERIFY>> in a claim -> unparseable the first time it is asked only; <<FLAKY2-VERIFY>> the first two.
     <<COPY-DEMO>> in a turn -> Decompose adds a claim the turn never made; <<SILENT>> -> Decompose finds no claim.
+    <<PV=35>> in a claim -> Verify's probability of VERIFIED in percent (its label follows it).
+The HTTP server answers a request that asks for ``logprobs`` with token log-probabilities: each label value's first
+three letters are one token whose alternatives carry the engine's distribution over the labels (``distributions``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ class RuleEngine:
         )
 
     def answer(self, system: str, prompt: str, n_messages: int = 1) -> str:
+        return self.answer_with_distributions(system, prompt, n_messages)[0]
+
+    def answer_with_distributions(self, system: str, prompt: str, n_messages: int = 1) -> tuple[str, list[dict]]:
+        """The answer text, and the label distribution of each label value in it, in order."""
         inputs = {name: value for name, value in FIELD.findall(prompt)}
         stage = self._stage(system)
         with self._lock:
@@ -59,7 +66,10 @@ class RuleEngine:
         answer = self.generic(system) if stage == "generic" else getattr(self, stage)(inputs)
         if isinstance(answer, dict) and "`reasoning`" in system.split("Your output fields are:", 1)[-1]:
             answer = {"reasoning": "Step by step, by the rules.", **answer}  # chain-of-thought stages
-        return answer if isinstance(answer, str) else json.dumps(answer)
+        if isinstance(answer, str):
+            return answer, []
+        distributions: list[dict] = []
+        return json.dumps(_without_distributions(answer, distributions)), distributions
 
     def stream(self, request):  # pragma: no cover - not used
         raise NotImplementedError
@@ -113,8 +123,14 @@ class RuleEngine:
     def joint_batch(self, inputs):
         def judge(claim_inputs):
             verified = self.verify(claim_inputs)
-            return ({"explanation": verified["explanation"], "category": "VERIFIED"}
-                    if verified["label"] == "VERIFIED" else self.categorize(claim_inputs))
+            if not isinstance(verified, dict):
+                return verified
+            p = verified["_p"]["VERIFIED"]
+            categorized = self.categorize(claim_inputs)
+            joint = {"VERIFIED": p, **{c: (1 - p) * q for c, q in categorized["_p"].items()}}
+            if verified["label"] == "VERIFIED":
+                return {"explanation": verified["explanation"], "category": "VERIFIED", "_p": joint}
+            return {"explanation": categorized["explanation"], "category": categorized["category"], "_p": joint}
 
         return self._batch(inputs, judge)
 
@@ -155,8 +171,11 @@ class RuleEngine:
             norm(line.split(". ", 1)[-1]) for line in inputs["knowledge"].splitlines()
         )
         supported = norm(claim) in sources
-        return {"explanation": "found in sources" if supported else "not in sources",
-                "label": "VERIFIED" if supported else "UNVERIFIABLE"}
+        marked = re.search(r"<<PV=([0-9]+)>>", claim)
+        p = int(marked.group(1)) / 100 if marked else (0.9 if supported else 0.1)
+        label = "VERIFIED" if (p >= 0.5 if marked else supported) else "UNVERIFIABLE"
+        return {"explanation": "found in sources" if supported else "not in sources", "label": label,
+                "_p": {"VERIFIED": p, "UNVERIFIABLE": 1 - p}}
 
     def categorize(self, inputs):
         claim = inputs["claim"]
@@ -171,7 +190,9 @@ class RuleEngine:
             category = "CONTRADICTED"
         else:
             category = "LACKING EVIDENCE"
-        return {"explanation": f"rule for {category}", "category": category}
+        others = [c for c in ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED") if c != category]
+        return {"explanation": f"rule for {category}", "category": category,
+                "_p": {category: 0.7, **dict.fromkeys(others, 0.1)}}
 
     def facts(self, inputs):
         return {"facts": [s for s in split_sentences(inputs["text"]) if not s.endswith("?")]}
@@ -187,6 +208,42 @@ class RuleEngine:
     def contradiction(self, inputs):
         contradicts = "contrary" in inputs["turn"].lower()
         return {"explanation": "rule", "contradicts": contradicts}
+
+
+def _without_distributions(answer, found: list[dict]):
+    """``answer`` without its "_p" entries, collected into ``found`` in the order their labels appear."""
+    if isinstance(answer, dict):
+        if "_p" in answer:
+            found.append(answer["_p"])
+        return {k: _without_distributions(v, found) for k, v in answer.items() if k != "_p"}
+    if isinstance(answer, list):
+        return [_without_distributions(item, found) for item in answer]
+    return answer
+
+
+LABEL_VALUE = re.compile(r'"(?:label|category)": "([^"]+)"')
+
+
+def token_logprobs(text: str, distributions: list[dict]) -> dict:
+    """OpenAI-style ``logprobs`` for ``text``: words as tokens, each label value's first three letters a token of
+    their own whose alternatives are the labels' first three letters with the distribution's log-probabilities."""
+    import math
+
+    content, position = [], 0
+    matches = list(LABEL_VALUE.finditer(text))
+    for match, distribution in zip(matches, distributions + [None] * (len(matches) - len(distributions))):
+        start = match.start(1)
+        for token in re.findall(r"\s*\S+|\s+", text[position:start]):
+            content.append({"token": token, "logprob": 0.0, "top_logprobs": [{"token": token, "logprob": 0.0}]})
+        value = match.group(1)
+        alternatives = ([{"token": label[:3], "logprob": math.log(max(p, 1e-9))} for label, p in distribution.items()]
+                        if distribution else [{"token": value[:3], "logprob": 0.0}])
+        content.append({"token": value[:3], "logprob": 0.0, "top_logprobs": alternatives})
+        position = start + 3
+    for token in re.findall(r"\s*\S+|\s+", text[position:]):
+        content.append({"token": token, "logprob": 0.0, "top_logprobs": [{"token": token, "logprob": 0.0}]})
+    assert "".join(t["token"] for t in content) == text
+    return {"content": content}
 
 
 class AsyncRuleEngine:
@@ -210,12 +267,14 @@ class FakeOpenAIServer:
 
     def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
                  latency: float = 0.0, hang: float = 3.0, seed: int = 0, port: int = 0,
-                 down_after: int | None = None) -> None:
+                 down_after: int | None = None, logprobs: bool = True) -> None:
         """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``401``, ``timeout``
         (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
         answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults.
         ``down_after``: after that many requests the server goes down: it stops listening (connection refused) and
-        drops the requests of connections still open without an answer. ``port``: 0 picks a free one."""
+        drops the requests of connections still open without an answer. ``port``: 0 picks a free one.
+        ``logprobs``: answer a request asking for token log-probabilities with them (False: an endpoint that gives
+        none)."""
         import http.server
         import random
         import time
@@ -287,7 +346,7 @@ class FakeOpenAIServer:
                 prompt = messages[-1]["content"]
                 if isinstance(prompt, list):
                     prompt = "".join(part.get("text", "") for part in prompt)
-                text = engine.answer(system, prompt, n_messages=len(messages) - 1)
+                text, distributions = engine.answer_with_distributions(system, prompt, n_messages=len(messages) - 1)
                 finish = "stop"
                 if fault == "empty":
                     text = ""
@@ -295,10 +354,12 @@ class FakeOpenAIServer:
                     text = "{this is not json"
                 elif fault == "truncated":
                     text, finish = text[: len(text) // 2], "length"
+                choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
+                if body.get("logprobs") and logprobs:
+                    choice["logprobs"] = token_logprobs(text, distributions)
                 self._send(200, {
                     "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": finish,
-                                 "message": {"role": "assistant", "content": text}}],
+                    "choices": [choice],
                     "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
                               "total_tokens": (len(system + prompt) + len(text)) // 4},
                 })

@@ -18,6 +18,7 @@ from vista_dspy.bench import Plan, build_system, parse_datasets, run_benchmark, 
 from vista_dspy.cli import app
 from vista_dspy.program import Vista
 from vista_dspy.report import build_report, screenshot
+from vista_dspy.runner import Threads
 from vista_dspy.tables import abstention_table, accuracy_table, contradiction_table, markdown
 
 runner = CliRunner()
@@ -81,10 +82,11 @@ def test_plan_parsing_and_systems(tmp_path):
     with pytest.raises(ValueError, match="unknown system or ablation"):
         system_names(["vista"], ["no-such"])
     ablated = build_system("vista-no-history")
-    assert isinstance(ablated, Vista) and ablated.history_in_decompose is False and ablated.accumulate is True
-    assert build_system("vista-ctx").use_context is True
+    assert isinstance(ablated, Vista) and ablated.options.history_in_decompose is False
+    assert ablated.options.accumulate is True
+    assert build_system("vista-ctx").options.use_context is True
     cheapest = build_system("vista-batched-dialogue")
-    assert (cheapest.claim_calls, cheapest.decompose_calls) == ("batched", "per-dialogue")
+    assert (cheapest.options.claim_calls, cheapest.options.decompose_calls) == ("batched", "per-dialogue")
     assert build_system("factscore-nosplit").program_name == "factscore-nosplit"
 
 
@@ -102,7 +104,7 @@ def test_small_benchmark_end_to_end_with_a_fake_lm(tmp_path, data_dir):
                 systems=system_names(["vista", "vista-ctx", "factscore", "judge"], ["no-ac"]), n=4, seed=1,
                 model="fake/rules")
     engine = RuleEngine()
-    result = run_benchmark(plan, rule_lm(engine), out, adapter=dspy.JSONAdapter())
+    result = run_benchmark(plan, Threads(rule_lm(engine), dspy.JSONAdapter()), out)
     assert not result.interrupted and len(result.runs) == 15
     accuracy = result.tables["accuracy"]
     # Rows: the two labelled datasets x five systems, each over the same 4 turns; p-values for all but vista.
@@ -119,7 +121,7 @@ def test_small_benchmark_end_to_end_with_a_fake_lm(tmp_path, data_dir):
     assert ids["begin", "vista"] == ids["begin", "judge"] == ids["begin", "vista-no-ac"]
 
     calls = len(engine.requests)
-    again = run_benchmark(plan, rule_lm(engine), out, adapter=dspy.JSONAdapter())
+    again = run_benchmark(plan, Threads(rule_lm(engine), dspy.JSONAdapter()), out)
     assert len(engine.requests) == calls  # everything resumed, nothing re-asked
     assert all(r.resumed == 4 for r in again.runs.values())
     pd.testing.assert_frame_equal(again.tables["accuracy"].drop(columns="seconds_per_dialogue"),
@@ -173,11 +175,11 @@ def test_report_renders_in_headless_chromium(tmp_path, data_dir):
 
 def test_report_shows_dropped_claims_and_empty_decompositions(tmp_path, dev_file):
     from vista_dspy.data import load_dialogues
-    from vista_dspy.runner import VERDICTS, evaluate, read_verdicts, write_verdicts
+    from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts, write_verdicts
 
     out = tmp_path / "run"
     dialogue = load_dialogues(dev_file)[0]
-    evaluate([dialogue], Vista.from_program(None), rule_lm(RuleEngine()), adapter=dspy.JSONAdapter(), out_dir=out)
+    evaluate([dialogue], Vista.from_program(None), Threads(rule_lm(RuleEngine()), dspy.JSONAdapter()), out_dir=out)
     [verdict] = read_verdicts(out / VERDICTS)
     verdict.turns[0].ungrounded = ["Hayao Miyazaki directed Spirited Away."]
     verdict.turns[0].empty_decomposition = True

@@ -79,14 +79,17 @@ def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_p
         assert [dict(d) for d in getattr(restored, name).demos] == [dict(d) for d in getattr(program, name).demos]
 
     meta = json.loads((tmp_path / "fake.meta.json").read_text())
-    for key in ("model", "optimizer", "optimizer_settings", "train", "dev", "dev_score", "compile_cost",
-                "dspy_version", "date", "demos", "metric"):
+    assert meta["meta_version"] == 1 and meta["program"] == "fake"
+    for key in ("model", "optimizer", "settings", "train", "dev", "scores", "gate", "cost", "dspy_version", "date",
+                "demos", "choice", "options"):
         assert key in meta, key
     assert meta["train"]["dataset"] == "vista-human" and len(meta["train"]["sha256"]) == 64
-    assert meta["demos"]["verify"] == 3 and meta["compile_cost"]["calls"] > 0
+    assert meta["demos"]["verify"] == 3 and meta["cost"]["calls"] > 0
+    assert meta["gate"]["turns"]["items"] == sum(len(d.judged_turns) for d in dialogues[20:24])
+    assert meta["gate"]["claims"]["items"] > 0 and meta["gate"]["passed"] == result.passed
     for side in ("base", "compiled"):
-        assert 0.0 <= meta["dev_score"][side]["agreement"] <= 1.0
-        assert 0.0 <= meta["dev_score"][side]["turn_accuracy"] <= 1.0
+        assert 0.0 <= meta["scores"][side]["agreement"] <= 1.0
+        assert 0.0 <= meta["scores"][side]["turn_accuracy"] <= 1.0
 
 
 def test_bootstrap_and_random_search(dialogues):
@@ -100,10 +103,10 @@ def test_bootstrap_and_random_search(dialogues):
 
     result, _ = compile_with_rules(dialogues[:10], dialogues[10:13], optimizer="random-search", budgets=budgets,
                                    budget=2, seed=5)
-    candidates = result.metadata["candidates"]
+    candidates = result.meta.choice["candidates"]
     assert [c["seed"] for c in candidates] == [5, 6]
-    best = max([result.metadata["dev_score"]["base"]["agreement"]] + [c["agreement"] for c in candidates])
-    assert result.metadata["dev_score"]["compiled"]["agreement"] == best
+    best = max([result.meta.scores["base"]["agreement"]] + [c["agreement"] for c in candidates])
+    assert result.meta.scores["compiled"]["agreement"] == best
 
 
 def test_labeled_needs_human_claims(dialogues):
@@ -173,11 +176,12 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
                                one_factor=False)
         assert len(more.trials) == 3
     frame, _ = study_tables(more)
-    assert len(frame) == 3 and {"value", "params_demos_verify", "params_context", "params_cot_verify"} <= set(frame.columns)
+    assert {"value", "params_demos_verify", "params_use_context", "params_reasoning_verify"} <= set(frame.columns)
+    assert len(frame) == 3
     program, adapter = program_from_params(base, pool, more.best_params)
     assert len(program.verify.demos) == min(more.best_params["demos_verify"], pool.sizes()["verify"])
-    assert program.use_context == more.best_params["context"] and adapter in ("json", "chat")
-    assert ("verify" in program.reasoning) == more.best_params["cot_verify"]
+    assert program.options.use_context == more.best_params["use_context"] and adapter in ("json", "chat")
+    assert ("verify" in program.options.reasoning) == more.best_params["reasoning_verify"]
 
 
 def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
@@ -192,19 +196,22 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
               "--out-dir", str(tmp_path), "--no-cache"]
     with FakeOpenAIServer() as server:
         gated = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
-                                    "decompose=2,verify=2,categorize=1"])
+                                    "decompose=2,verify=2,categorize=1", "--optimizer", "labeled"])
         assert gated.exit_code == 0, gated.output
         saved = (tmp_path / "openai_fake.json").exists()
-        assert "gate: compiled program vs seed program on" in gated.output
-        assert saved == ("passes alpha 0.05" in gated.output) == (gated.stdout.strip() != "")
-        assert saved or "nothing saved for openai_fake: the seed program stays" in " ".join(gated.output.split())
+        output = " ".join(gated.output.split())
+        assert "turns: compiled program" in output and "claim decisions: compiled program" in output
+        assert saved == ("): passed" in output) == (gated.stdout.strip() != "")
+        assert saved or "nothing saved for openai_fake: the seed program stays" in output
         result = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
                                      "decompose=2,verify=2,categorize=1", "--always-save"])
         assert result.exit_code == 0, result.output
         meta = json.loads((tmp_path / "openai_fake.meta.json").read_text())
-        assert meta["dev_score"]["gate"]["passed"] == saved and meta["dev_score"]["paired"]["items"] > 0
-        assert meta["model"] == "openai/fake" and meta["train"]["part"] == "pool" and meta["dev"]["part"] == "select"
-        assert meta["demos"]["verify"] == 2
+        assert meta["optimizer"] == "claims" and meta["gate"]["turns"]["items"] > 0
+        assert meta["model"] == "openai/fake" and meta["train"]["part"] == "train" and meta["dev"]["part"] == "dev"
+        assert set(meta["choice"]["variants"]) >= {"base + none", "pool + none"}
+        from_pool = meta["choice"]["chosen"].startswith("pool")
+        assert meta["demos"]["verify"] == (2 if from_pool else len(Vista.from_program(None).verify.demos))
         result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "3", "--apply",
                                      "--name", "studied", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
                                      "--report", str(tmp_path / "study.html")])
@@ -269,7 +276,7 @@ def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
         meta = path.with_name(f"{path.stem}.meta.json")
         if path.stem != "seed":  # a compiled program documents how it was made
             info = json.loads(meta.read_text())
-            assert info["program"] == path.stem and info["dev_score"]["compiled"]["turn_accuracy"] is not None
+            assert info["program"] == path.stem and info["scores"]["compiled"]["turn_accuracy"] is not None
 
 
 def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_module):

@@ -14,7 +14,7 @@ from vista_dspy import Category
 from vista_dspy.data import load_dialogues
 from vista_dspy.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
 
 
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])
@@ -23,7 +23,7 @@ def test_a_50_dialogue_run_survives_server_faults(tmp_path, dev_file, model):
     faults = {"500": 0.10, "timeout": 0.05, "malformed": 0.05, "429": 0.02}
     with FakeOpenAIServer(faults=faults, hang=2.0, seed=3) as server:
         config = ModelConfig(model=model, api_base=server.url, num_retries=3, timeout=0.5, cache=False)
-        result = evaluate(dialogues, Vista.from_program(None), config.build(), out_dir=tmp_path, threads=8)
+        result = evaluate(dialogues, Vista.from_program(None), Threads(config.build(), threads=8), out_dir=tmp_path)
     assert not result.interrupted and len(result.verdicts) == 50
     assert server.injected["500"] > 10 and server.injected["timeout"] > 5 and server.injected["malformed"] > 5
     assert server.injected["429"] > 2
@@ -43,7 +43,7 @@ def test_answers_that_never_parse_become_explicit_errors_counted_in_the_summary(
     with FakeOpenAIServer(faults={"malformed": 0.5, "truncated": 0.2, "empty": 0.1}, seed=1) as server:
         config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=0, cache=False)
         # One request at a time: the seeded faults fall on the same requests in every run.
-        result = evaluate(dialogues, Vista.from_program(None), config.build(), out_dir=tmp_path, threads=1)
+        result = evaluate(dialogues, Vista.from_program(None), Threads(config.build()), out_dir=tmp_path)
     assert len(result.verdicts) == 6
     claims = [c for v in result.verdicts for t in v.turns for c in t.claims]
     errors = [c for c in claims if c.category == Category.ERROR]

@@ -12,7 +12,7 @@ from vista_dspy import Category
 from vista_dspy.data import load_dialogues
 from vista_dspy.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, evaluate, has_failures, read_verdicts
+from vista_dspy.runner import VERDICTS, Threads, evaluate, has_failures, local_backend, read_verdicts
 from vista_dspy.stages import CallFailures, EndpointDown
 
 DRIVERS = {"threads": {"threads": 4}, "asyncio": {"threads": 4, "concurrency": 4}}
@@ -58,17 +58,17 @@ def test_an_outage_stops_the_run_and_the_rerun_completes_it(tmp_path, dev_file, 
     dialogues = load_dialogues(dev_file)[:12]
     program = Vista.from_program(None)
     with FakeOpenAIServer() as server:
-        reference = evaluate(dialogues, program, lm_for(server), threads=4)
+        reference = evaluate(dialogues, program, Threads(lm_for(server), threads=4))
     out = tmp_path / "out"
     with FakeOpenAIServer(down_after=60) as server:
         with pytest.raises(EndpointDown, match="rerun the same command to resume") as stopped:
-            evaluate(dialogues, program, lm_for(server), out_dir=out, **DRIVERS[driver])
+            evaluate(dialogues, program, local_backend(lm_for(server), **DRIVERS[driver]), out_dir=out)
         port = server.port
     kept = read_verdicts(out / VERDICTS)
     assert f"{len(kept)} of 12 dialogues are finished and kept in {out}" in str(stopped.value)
     assert 0 < len(kept) < 12
     with FakeOpenAIServer(port=port) as server:  # back on the same address
-        result = evaluate(dialogues, program, lm_for(server), out_dir=out, **DRIVERS[driver])
+        result = evaluate(dialogues, program, local_backend(lm_for(server), **DRIVERS[driver]), out_dir=out)
     assert failures_in(result.verdicts) == (0, 0)
     assert result.resumed + result.repaired == len(kept) and len(result.verdicts) == 12
     ids = [line["dialogue_id"] for line in lines(out / VERDICTS)]
@@ -86,15 +86,15 @@ def test_a_rerun_repairs_failed_verdicts_in_place_and_keeps_the_others(tmp_path,
     program = Vista.from_program(None)
     out = tmp_path / "out"
     with FakeOpenAIServer(faults={"malformed": 0.25}, seed=2) as server, CallFailures(parse_retries=0).active():
-        first = evaluate(dialogues, program, lm_for(server), out_dir=out, threads=1)
+        first = evaluate(dialogues, program, Threads(lm_for(server)), out_dir=out)
     failed = {v.dialogue_id for v in first.verdicts if has_failures(v)}
     assert failed and failures_in(first.verdicts) != (0, 0)
     before = {line["dialogue_id"]: line for line in lines(out / VERDICTS)}
 
     with FakeOpenAIServer() as server:
-        kept = evaluate(dialogues, program, lm_for(server), out_dir=out, threads=1, retry_errors=False)
+        kept = evaluate(dialogues, program, Threads(lm_for(server)), out_dir=out, retry_errors=False)
         assert server.requests == 0 and kept.resumed == 10 and kept.repaired == 0
-        repaired = evaluate(dialogues, program, lm_for(server), out_dir=out, threads=1)
+        repaired = evaluate(dialogues, program, Threads(lm_for(server)), out_dir=out)
     assert repaired.repaired == len(failed) and repaired.resumed == 10 - len(failed)
     assert failures_in(repaired.verdicts) == (0, 0)
     after = lines(out / VERDICTS)
@@ -124,9 +124,9 @@ def test_malformed_answers_are_asked_again_and_errors_stay_only_when_every_attem
     dialogues = load_dialogues(dev_file)[:12]
     program = Vista.from_program(None)
     with FakeOpenAIServer(faults={"malformed": 0.3}, seed=5) as server:
-        once = evaluate(dialogues, program, lm_for(server), threads=1, failures=CallFailures(parse_retries=0))
+        once = evaluate(dialogues, program, Threads(lm_for(server)), failures=CallFailures(parse_retries=0))
     with FakeOpenAIServer(faults={"malformed": 0.3}, seed=5) as server:
-        thrice = evaluate(dialogues, program, lm_for(server), threads=1, failures=CallFailures(parse_retries=2))
+        thrice = evaluate(dialogues, program, Threads(lm_for(server)), failures=CallFailures(parse_retries=2))
     errors_once, errors_thrice = (failures_in(r.verdicts)[1] for r in (once, thrice))
     assert errors_once > 5 and errors_thrice < errors_once / 3
     for verdict in thrice.verdicts:  # an ERROR left names the parse failure: all three attempts failed

@@ -13,7 +13,7 @@ from fakes import FakeOpenAIServer
 from vista_dspy.data import load_dialogues
 from vista_dspy.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, evaluate, read_verdicts
+from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
 pytestmark = pytest.mark.ray
@@ -41,10 +41,10 @@ def test_ray_gives_the_local_verdicts_and_spreads_endpoints(tmp_path, dev_file, 
     program = Vista.from_program(None)
     with FakeOpenAIServer() as first, FakeOpenAIServer() as second:
         config = ModelConfig(model="openai/fake", api_base=first.url, num_retries=0, cache=False)
-        local = evaluate(dialogues, program, config.build(), threads=2)
+        local = evaluate(dialogues, program, Threads(config.build(), threads=2))
         backend = RayBackend(config, workers=2, api_bases=[first.url, second.url])
         before = first.requests
-        remote = evaluate(dialogues, program, None, out_dir=tmp_path, remote=backend)
+        remote = evaluate(dialogues, program, backend, out_dir=tmp_path)
         assert first.requests > before and second.requests > 0  # both endpoints served
     assert comparable(remote.verdicts) == comparable(local.verdicts)
     assert [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)] != []
@@ -136,12 +136,12 @@ def test_an_outage_stops_a_ray_run_and_the_rerun_completes_it(tmp_path, dev_file
     with FakeOpenAIServer(down_after=50) as server:
         config = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False)
         with pytest.raises(EndpointDown, match="rerun the same command"):
-            evaluate(dialogues, program, None, out_dir=tmp_path, remote=RayBackend(config, workers=2))
+            evaluate(dialogues, program, RayBackend(config, workers=2), out_dir=tmp_path)
         port = server.port
     kept = read_verdicts(tmp_path / VERDICTS)
     assert len(kept) < 12
     with FakeOpenAIServer(port=port) as server:
-        result = evaluate(dialogues, program, None, out_dir=tmp_path, remote=RayBackend(config, workers=2))
+        result = evaluate(dialogues, program, RayBackend(config, workers=2), out_dir=tmp_path)
     assert len(result.verdicts) == 12 and not any(has_failures(v) for v in result.verdicts)
     ids = [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)]
     assert len((tmp_path / VERDICTS).read_text().splitlines()) == len(set(ids)) == 12

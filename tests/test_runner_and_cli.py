@@ -12,14 +12,14 @@ from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy import Vista
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
-from vista_dspy.runner import VERDICTS, RunConflict, evaluate, read_verdicts
+from vista_dspy.runner import VERDICTS, Concurrent, RunConflict, Threads, evaluate, read_verdicts
 
 
 def test_threads_give_exactly_the_sequential_verdicts(dev_file):
     dialogues = load_dialogues(dev_file)[:20]
     program = Vista.from_program()
-    sequential = evaluate(dialogues, program, rule_lm(), threads=1).verdicts
-    parallel = evaluate(dialogues, program, rule_lm(), threads=8).verdicts
+    sequential = evaluate(dialogues, program, Threads(rule_lm())).verdicts
+    parallel = evaluate(dialogues, program, Threads(rule_lm(), threads=8)).verdicts
     assert [v.dialogue_id for v in parallel] == [d.id for d in dialogues]
     assert parallel == sequential
     assert sum(len(v.turns) for v in parallel) == sum(len(d.judged_turns) for d in dialogues)
@@ -27,7 +27,7 @@ def test_threads_give_exactly_the_sequential_verdicts(dev_file):
 
 def test_given_claims_cover_every_gold_claim(dev_file):
     dialogues = load_dialogues(dev_file)
-    result = evaluate(dialogues, Vista.from_program(), rule_lm(), threads=4, judge_given_claims=True)
+    result = evaluate(dialogues, Vista.from_program(given_claims=True), Threads(rule_lm(), threads=4))
     metrics = result.summary["claim_metrics"]
     assert metrics["claims"] == 460 and result.summary["judged_turns"] == 118
     assert result.summary["turn_metrics"]["turns"] == 118
@@ -216,7 +216,7 @@ def test_claims_frame_has_one_row_per_claim(dev_file):
     from vista_dspy.report import claims_frame
 
     dialogues = load_dialogues(dev_file)[:3]
-    result = evaluate(dialogues, Vista.from_program(), rule_lm(), judge_given_claims=True)
+    result = evaluate(dialogues, Vista.from_program(given_claims=True), rule_lm())
     frame = claims_frame(result.verdicts)
     assert len(frame) == result.summary["claims"]
     assert set(frame["gold_category"]) <= {"VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED", "LACKING EVIDENCE"}
@@ -232,10 +232,10 @@ def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, de
     program = Vista.from_program(None, claim_calls=mode)
     with FakeOpenAIServer(latency=0.05) as server:
         config = ModelConfig(model=model, api_base=server.url, num_retries=0, cache=False)
-        threaded = evaluate(dialogues, program, config.build(), threads=2)
+        threaded = evaluate(dialogues, program, Threads(config.build(), threads=2))
         server.max_in_flight = 0
         lm = config.build()
-        concurrent = evaluate(dialogues, program, lm, threads=6, concurrency=4, out_dir=tmp_path / "async")
+        concurrent = evaluate(dialogues, program, Concurrent(lm, 4, dialogues=6), out_dir=tmp_path / "async")
     assert 2 < server.max_in_flight <= 4  # the bound holds at the server, whichever side of the engine takes slots
     assert gc.get_freeze_count() == 0  # the run's gc.freeze() is undone
     if model.startswith("hosted_vllm/"):  # the native client's connections were closed with the run's event loop
@@ -261,14 +261,12 @@ def test_cache_dir_option_keeps_lm_answers_there(tmp_path, dev_file, monkeypatch
 
 
 def test_a_program_applies_its_saved_options_unless_a_flag_says_otherwise(tmp_path, dev_file):
-    import shutil
-
     from vista_dspy.compiled import SEED_PROGRAM, compiled_dir
 
     program = tmp_path / "tuned.json"
-    shutil.copy(compiled_dir() / f"{SEED_PROGRAM}.json", program)
-    (tmp_path / "tuned.meta.json").write_text(json.dumps(
-        {"program": "tuned", "options": {"use_context": True, "reasoning": ["verify"], "adapter": "json"}}))
+    state = json.loads((compiled_dir() / f"{SEED_PROGRAM}.json").read_text())
+    state["vista"]["options"].update(use_context=True, reasoning=["verify"])
+    program.write_text(json.dumps(state))
     with FakeOpenAIServer() as server:
         common = ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base", server.url, "--limit", "1",
                   "--program", str(program), "--no-cache"]

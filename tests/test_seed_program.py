@@ -43,7 +43,7 @@ def test_saved_program_has_no_lm_or_key_and_loads_into_a_fresh_module(tmp_path, 
     assert all(json.loads(text)[name]["lm"] is None for name in PREDICTORS)
     fresh = Vista.from_program(path, use_context=True)
     assert _state(fresh) == _state(program)
-    assert fresh.program_name == str(path) and fresh.use_context
+    assert fresh.program_name == str(path) and fresh.options.use_context
 
 
 def test_program_names_resolve_in_the_compiled_folder():

@@ -41,13 +41,16 @@ def test_base_params_describe_the_base_program_itself():
     base = Vista.from_program(None)
     params = base_params(base)
     program, adapter = program_from_params(base, Pool(), params)
-    assert adapter == "json" and program.claim_calls == base.claim_calls and program.reasoning == ()
+    assert adapter == "json" and program.options == base.options
     for name in ("decompose", "verify", "categorize"):
         assert getattr(program, name).demos == getattr(base, name).demos
-    fewer, _ = program_from_params(base, Pool(), {**params, "demos_verify": 2, "cot_verify": True,
+    fewer, _ = program_from_params(base, Pool(), {**params, "demos_verify": 2, "reasoning_verify": True,
                                                   "claim_calls": "batched"})
-    assert fewer.verify.demos == base.verify.demos[:2] and fewer.reasoning == ("verify",)
-    assert fewer.claim_calls == "batched"
+    assert fewer.verify.demos == base.verify.demos[:2] and fewer.options.reasoning == ("verify",)
+    assert fewer.options.claim_calls == "batched"
+    # A study recorded before the parameters spoke the options' vocabulary.
+    legacy, _ = program_from_params(base, Pool(), {**params, "context": True, "cot_categorize": True})
+    assert legacy.options.use_context and legacy.options.reasoning == ("categorize",)
 
 
 def _study(rights: list[str], values: list[float]) -> optuna.Study:
@@ -66,7 +69,7 @@ def test_the_gate_passes_only_a_significantly_better_best_trial():
     assert gate(_study([base, clearly], [0.4, 1.0])).passed  # 12 turns won, none lost: p < 0.001
     slightly = "11" + "0" * 10 + "1" * 8
     narrow = gate(_study([base, slightly], [0.4, 0.5]))
-    assert not narrow.passed and narrow.test["a_only"] == 2 and "fails alpha 0.05" in narrow.describe()
+    assert not narrow.passed and narrow.gate.turns.candidate_only == 2 and "failed" in narrow.describe()
     assert gate(_study([base, slightly], [0.4, 0.5]), alpha=1).passed  # alpha 1: any best that wins a turn
     itself = gate(_study([clearly, base], [1.0, 0.4]))
     assert not itself.passed and "base program's own" in itself.describe()

@@ -5,6 +5,8 @@ import os
 # litellm otherwise fetches a price table from the network on first use (5 s time-outs offline).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from .calibration import Calibration  # noqa: E402
+from .options import JudgeOptions  # noqa: E402
 from .program import Vista  # noqa: E402
 from .schema import (  # noqa: E402
     Category,
@@ -19,12 +21,14 @@ from .schema import (  # noqa: E402
 )
 
 __all__ = [
+    "Calibration",
     "Category",
     "ClaimVerdict",
     "Dialogue",
     "DialogueVerdict",
     "GoldClaim",
     "Grounding",
+    "JudgeOptions",
     "Turn",
     "TurnGold",
     "TurnVerdict",

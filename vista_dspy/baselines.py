@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Generator
 from typing import Any
@@ -19,7 +20,7 @@ import pysbd
 
 from . import scoring
 from .prompts import clean_claims, render_history
-from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, TurnVerdict, Usage
+from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
 from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
@@ -76,7 +77,7 @@ class FActScore(StagedModule):
         self.short_answer_tokens = short_answer_tokens
         self.program_name = "factscore" if split_sentences else "factscore-nosplit"
 
-    def options(self) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Any]:
         return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot,
                 "short_answer_tokens": self.short_answer_tokens}
 
@@ -93,14 +94,9 @@ class FActScore(StagedModule):
             batch = [StageCall("verify", self.support, {"reference": reference, "fact": f}) for f in facts]
             checks = [add_usage(usage, "verify", r) for r in (yield batch)] if batch else []
             claims = [self._claim(fact, check) for fact, check in zip(facts, checks)]
-            categories = [c.category for c in claims]
-            verdicts.append(TurnVerdict(
-                turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=claims,
-                claims_source="decomposed", label=scoring.turn_label(categories, failed=bool(failed)),
-                score=scoring.turn_score(categories), knowledge=[], duplicates_removed=removed,
-                error=f"fact extraction failed: {failed[0]}" if failed else None,
-                gold_label=turn.gold.label if turn.gold else None,
-            ))
+            verdicts.append(scoring.turn_verdict(
+                index, turn, claims, error=f"fact extraction failed: {failed[0]}" if failed else None,
+                claims_source="decomposed", knowledge=[], duplicates_removed=removed))
         return self._verdict(dialogue, verdicts, usage, [])
 
     @staticmethod
@@ -127,7 +123,7 @@ class LLMJudge(StagedModule):
         self.short_answer_tokens = short_answer_tokens
         self.program_name = "judge"
 
-    def options(self) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Any]:
         return {"zero_shot": self.zero_shot, "short_answer_tokens": self.short_answer_tokens}
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
@@ -144,15 +140,10 @@ class LLMJudge(StagedModule):
         # Turns are judged independently, so all of them go in one batch (concurrent under aforward).
         results = [add_usage(usage, "judge", r) for r in (yield batch)] if batch else []
         for index, result in zip(indices, results):
-            turn = dialogue.turns[index]
-            verdicts.append(TurnVerdict(
-                turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=[],
-                claims_source="decomposed",
-                label="unknown" if result.error else result.prediction.label,
-                score=None, knowledge=[], error=result.error,
-                explanation=None if result.error else result.prediction.explanation,
-                gold_label=turn.gold.label if turn.gold else None,
-            ))
+            verdicts.append(scoring.turn_verdict(
+                index, dialogue.turns[index], [], error=result.error,
+                label="unknown" if result.error else result.prediction.label, claims_source="decomposed",
+                knowledge=[], explanation=None if result.error else result.prediction.explanation))
         return self._verdict(dialogue, verdicts, usage, [])
 
 
@@ -164,16 +155,24 @@ SYSTEMS = {
 
 
 def judge_spec(judge: StagedModule) -> dict[str, Any]:
-    """What rebuilds ``judge`` in another process (a Ray worker): its class, saved program and options; no LM."""
-    return {"kind": type(judge).__name__, "program": judge.program_name, "options": judge.options()}
+    """What rebuilds ``judge`` in another process (a Ray worker), as JSON: its class and options, and a VISTA
+    judge's whole program (demos, instructions, options, calibration) -- not its name, so that an unsaved program
+    (a study's trial) is judged as it is in memory. No LM, no key."""
+    from .program import Vista
+
+    if isinstance(judge, Vista):
+        return {"kind": "Vista", "program": dataclasses.asdict(judge.program_file()),
+                "options": judge.option_values()}
+    return {"kind": type(judge).__name__, "options": judge.option_values()}
 
 
 def build_judge(spec: dict[str, Any]) -> StagedModule:
-    """The judge a ``judge_spec`` describes (a Vista loads its saved program by name or path)."""
+    """The judge a ``judge_spec`` describes."""
+    from .compiled import ProgramFile
     from .program import Vista
 
     if spec["kind"] == "Vista":
-        return Vista.from_program(spec["program"], **spec["options"])
+        return Vista.from_program(ProgramFile(**spec["program"]), **spec["options"])
     kinds: dict[str, type[StagedModule]] = {"FActScore": FActScore, "LLMJudge": LLMJudge}
     if spec["kind"] not in kinds:
         raise ValueError(f"unknown judge kind {spec['kind']!r}")

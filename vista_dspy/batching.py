@@ -1,64 +1,132 @@
-"""Several claims (or turns) in one LM call: the batched and joint judging modes and one Decompose call per
-dialogue. An answer is checked item by item against the numbered input, and whatever it misses, invents or
-numbers twice is asked on its own, so no mode ever loses a claim. Batched prompts reuse the per-item instructions
-and demos (regrouped by ``prompts``).
+"""How a stage's question reaches the claims of a turn: one call per claim, or one call for all of them (the batched
+and joint modes), and one Decompose call per dialogue. A batched answer is checked item by item against the numbered
+input, and whatever it misses, invents or numbers twice is asked on its own, so no mode ever loses a claim. Batched
+prompts reuse the per-item instructions and demos (regrouped by ``prompts``). Which claims are asked what is the
+method's (``program``); this module only asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
 
+from .label_probabilities import Distribution
 from .prompts import batch_demos, dialogue_demos, render_marked
 from .schema import Dialogue, Stage, Usage
-from .signatures import JudgedClaim, batched, joint_instructions, number_claims, per_dialogue
+from .signatures import JOINT_LABEL, JudgedClaim, batched, joint_instructions, number_claims, per_dialogue
 from .stages import StageCall, StageResult, add_usage
 
 Steps = Generator[list[StageCall], list[StageResult], Any]
 
 
+@dataclass(frozen=True)
+class Question:
+    """One stage's question about a claim: its predictor, the signature it is called with (None: the predictor's
+    own), the answer item of its batched twin, the answer's label field and where its label distribution is read."""
+
+    stage: Stage
+    predictor: dspy.Predict
+    signature: type[dspy.Signature] | None
+    item: type
+    field: str
+    label: tuple[str, tuple[str, ...]]
+
+    def single(self, claim: str, evidence: dict[str, str]) -> StageCall:
+        return StageCall(self.stage, self.predictor, {**evidence, "claim": claim}, self.signature, label=self.label)
+
+    def batch(self, claims: list[str], evidence: dict[str, str], *, instructions: str | None = None,
+              demos: list[dspy.Example] | None = None, item: type | None = None,
+              label: tuple[str, tuple[str, ...]] | None = None) -> StageCall:
+        """One call asking this question about every claim in ``claims`` (numbered)."""
+        item = item or self.item
+        return StageCall(self.stage, self.predictor, {**evidence, "claims": number_claims(claims)},
+                         batched(self.signature or self.predictor.signature, item, instructions),
+                         demos=batch_demos(self.predictor.demos, item) if demos is None else demos,
+                         answers=len(claims), label=label or self.label)
+
+
+def ask(question: Question, texts: Sequence[str], indices: Iterable[int], evidence: dict[str, str], usage: Usage,
+        *, batch: bool, extra: Sequence[StageCall] = ()) -> Steps:
+    """({claim index: result} for the claims at ``indices``, results of the ``extra`` calls asked alongside): one
+    call per claim, or (``batch``) one call for all of them, the claims its answer misses asked one by one."""
+    indices = list(indices)
+    single = [question.single(texts[i], evidence) for i in indices]
+    if not batch or not indices:
+        calls = single + list(extra)
+        results = [add_usage(usage, c.stage, r) for c, r in zip(calls, (yield calls))] if calls else []
+        return dict(zip(indices, results)), results[len(indices):]
+    calls = [question.batch([texts[i] for i in indices], evidence), *extra]
+    results = [add_usage(usage, c.stage, r) for c, r in zip(calls, (yield calls))]
+    found = yield from per_item(results[0], question.field, single, usage)
+    return dict(zip(indices, found)), results[1:]
+
+
+def ask_jointly(verify: Question, categorize: Question, texts: Sequence[str], evidence: dict[str, str],
+                extra: Sequence[StageCall], usage: Usage) -> Steps:
+    """One call deciding VERIFIED or the category of every claim: ({claim index: verify result}, {claim index:
+    categorize result}, results of ``extra``) for the claims the answer covers; the caller asks the others."""
+    demos = joint_demos(verify.predictor, categorize.predictor)
+    call = verify.batch(list(texts), evidence, demos=demos, item=JudgedClaim, label=JOINT_LABEL,
+                        instructions=joint_instructions(verify.predictor.signature, categorize.predictor.signature))
+    calls = [call, *extra]
+    results = [add_usage(usage, c.stage, r) for c, r in zip(calls, (yield calls))]
+    verified: dict[int, StageResult] = {}
+    categorized: dict[int, StageResult] = {}
+    for i, (item, joint) in _numbered(results[0], len(texts)).items():
+        as_verify, as_categorize = _split_joint(joint)
+        verified[i] = _item_result(dspy.Prediction(label="VERIFIED" if item.category == "VERIFIED" else
+                                                   "UNVERIFIABLE", explanation=item.explanation), as_verify)
+        if item.category != "VERIFIED":
+            categorized[i] = _item_result(dspy.Prediction(category=item.category, explanation=item.explanation),
+                                          as_categorize)
+    return verified, categorized, results[1:]
+
+
 def answers(result: StageResult, n: int, field: str = "verdicts", key: str = "claim") -> dict[int, Any]:
     """{item index: answer item} from a batched answer (claims, or a dialogue's turns): numbers outside 1..n
     (invented items) and repeated numbers are ignored, so those items count as missing."""
+    return {i: item for i, (item, _) in _numbered(result, n, field, key).items()}
+
+
+def _numbered(result: StageResult, n: int, field: str = "verdicts", key: str = "claim"
+              ) -> dict[int, tuple[Any, Distribution | None]]:
+    """``answers``, each item with its label distribution (the call's ``distributions`` are in answer order, one per
+    item; when their count differs from the items', none is trusted)."""
     if result.error is not None:
         return {}
-    found: dict[int, Any] = {}
+    items = list(getattr(result.prediction, field) or [])
+    distributions = result.distributions if len(result.distributions) == len(items) else [None] * len(items)
+    found: dict[int, tuple[Any, Distribution | None]] = {}
     repeated: set[int] = set()
-    for item in getattr(result.prediction, field) or []:
+    for item, distribution in zip(items, distributions):
         number = getattr(item, key)
         if not 1 <= number <= n:
             continue
         if number - 1 in found:
             repeated.add(number - 1)
-        found[number - 1] = item
+        found[number - 1] = (item, distribution)
     return {i: a for i, a in found.items() if i not in repeated}
+
+
+def _item_result(prediction: dspy.Prediction, distribution: Distribution | None) -> StageResult:
+    return StageResult(prediction, None, distributions=[distribution] if distribution is not None else [])
 
 
 def per_item(result: StageResult, field: str, single: list[StageCall], usage: Usage) -> Steps:
     """Per-claim results from one batched answer; the claims it misses are asked one by one (``single``)."""
-    found = answers(result, len(single))
-    results: list[StageResult | None] = [
-        StageResult(dspy.Prediction(**{field: getattr(a, field), "explanation": a.explanation}), None)
-        if (a := found.get(i)) is not None else None for i in range(len(single))
-    ]
+    results: list[StageResult | None] = [None] * len(single)
+    for i, (item, distribution) in _numbered(result, len(single)).items():
+        results[i] = _item_result(dspy.Prediction(**{field: getattr(item, field), "explanation": item.explanation}),
+                                  distribution)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
         calls = [single[i] for i in missing]
         for i, r in zip(missing, (yield calls)):
             results[i] = add_usage(usage, single[i].stage, r)
     return results
-
-
-def batch_call(stage: Stage, predictor: dspy.Predict, item: type, texts: list[str], evidence: dict[str, str],
-               signature: type[dspy.Signature] | None, *, instructions: str | None = None,
-               demos: list[dspy.Example] | None = None) -> StageCall:
-    """One call asking ``predictor``'s question about every claim in ``texts`` (answers typed as ``item``)."""
-    base = signature or predictor.signature
-    return StageCall(stage, predictor, {**evidence, "claims": number_claims(texts)},
-                     batched(base, item, instructions),
-                     demos=batch_demos(predictor.demos, item) if demos is None else demos, answers=len(texts))
 
 
 def joint_demos(verify: dspy.Predict, categorize: dspy.Predict) -> list[dspy.Example]:
@@ -68,35 +136,15 @@ def joint_demos(verify: dspy.Predict, categorize: dspy.Predict) -> list[dspy.Exa
     return batch_demos(as_joint, JudgedClaim)
 
 
-def judge_jointly(verify: dspy.Predict, categorize: dspy.Predict, texts: list[str], evidence: dict[str, str],
-                  extra: list[StageCall], verify_signature: type[dspy.Signature] | None,
-                  categorize_signature: type[dspy.Signature] | None, usage: Usage) -> Steps:
-    """(verify results, {claim index: categorize result}, results of ``extra``): one call decides VERIFIED or the
-    category of every claim; the claims it misses take the two-stage path, one by one."""
-    call = batch_call("verify", verify, JudgedClaim, texts, evidence, verify_signature,
-                      instructions=joint_instructions(verify.signature, categorize.signature),
-                      demos=joint_demos(verify, categorize))
-    results = [add_usage(usage, c.stage, r) for c, r in zip([call] + extra, (yield [call] + extra))]
-    verified: list[StageResult | None] = [None] * len(texts)
-    categorized: dict[int, StageResult] = {}
-    for i, item in answers(results[0], len(texts)).items():
-        verified[i] = StageResult(dspy.Prediction(label="VERIFIED" if item.category == "VERIFIED" else
-                                                  "UNVERIFIABLE", explanation=item.explanation), None)
-        if item.category != "VERIFIED":
-            categorized[i] = StageResult(dspy.Prediction(category=item.category, explanation=item.explanation),
-                                         None)
-    missing = [i for i in range(len(texts)) if verified[i] is None]
-    if missing:
-        calls = [StageCall("verify", verify, {**evidence, "claim": texts[i]}, verify_signature) for i in missing]
-        for i, single, result in zip(missing, calls, (yield calls)):
-            verified[i] = add_usage(usage, single.stage, result)
-        pending = [i for i in missing if verified[i].error is None and verified[i].prediction.label != "VERIFIED"]
-        calls = [StageCall("categorize", categorize, {**evidence, "claim": texts[i]}, categorize_signature)
-                 for i in pending]
-        if calls:
-            for i, single, result in zip(pending, calls, (yield calls)):
-                categorized[i] = add_usage(usage, single.stage, result)
-    return verified, categorized, results[1:]
+def _split_joint(joint: Distribution | None) -> tuple[Distribution | None, Distribution | None]:
+    """A joint answer's distribution over VERIFIED and the four categories as Verify's and Categorize's."""
+    if joint is None:
+        return None, None
+    verified = joint["VERIFIED"]
+    rest = {label: p for label, p in joint.items() if label != "VERIFIED"}
+    total = sum(rest.values())
+    return ({"VERIFIED": verified, "UNVERIFIABLE": 1.0 - verified},
+            {label: p / total for label, p in rest.items()} if total > 0 else None)
 
 
 def decompose_dialogue(decompose: dspy.Predict, dialogue: Dialogue, indices: list[int],

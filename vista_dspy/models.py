@@ -34,6 +34,9 @@ class ModelConfig:
     cache_identity: str | None = None
     # Further request arguments for dspy.LM (reasoning_effort, extra_body ...), as a tuple of pairs (hashable).
     extra: tuple[tuple[str, Any], ...] = ()
+    # Whether the endpoint returns token log-probabilities: judges ask it for label probabilities (what a calibrated
+    # program decides with) only then.
+    logprobs: bool = True
 
     def build(self) -> dspy.LM:
         kwargs: dict = {}
@@ -95,6 +98,7 @@ class ModelSpec:
     max_tokens: int = DEFAULT_MAX_TOKENS
     extra: tuple[tuple[str, Any], ...] = ()
     open_weights: bool = False  # served on an OpenAI-compatible endpoint given by VISTA_API_BASE
+    logprobs: bool = True  # the endpoint returns token log-probabilities (OpenAI's reasoning models do not)
 
     def config(self, *, api_base: str | None = None, temperature: float | None = None,
                max_tokens: int | None = None, cache: bool = True, adapter: str = "json") -> ModelConfig:
@@ -104,7 +108,7 @@ class ModelSpec:
                                                                     if self.open_weights else None),
                            temperature=self.temperature if temperature is None else temperature,
                            max_tokens=max(self.max_tokens, max_tokens or 0), cache=cache, adapter=adapter,
-                           extra=self.extra)
+                           extra=self.extra, logprobs=self.logprobs)
 
     def missing(self) -> list[str]:
         return [name for name in self.needs if not os.environ.get(name)]
@@ -139,7 +143,7 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("gpt-4o", "openai/gpt-4o", "OpenAI GPT-4o", needs=("OPENAI_API_KEY",)),
     # DSPy requires temperature 1.0 and at least 16k output tokens for OpenAI's reasoning models.
     ModelSpec("gpt-5", "openai/gpt-5", "OpenAI GPT-5, low reasoning effort", needs=("OPENAI_API_KEY",),
-              temperature=1.0, max_tokens=16000, extra=(("reasoning_effort", "low"),)),
+              temperature=1.0, max_tokens=16000, extra=(("reasoning_effort", "low"),), logprobs=False),
     ModelSpec("deepseek-v3", "deepseek/deepseek-chat", "DeepSeek-V3 (deepseek-chat)", needs=("DEEPSEEK_API_KEY",)),
     ModelSpec("llama-3.1-8b", "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct",
               needs=("VISTA_API_BASE",), open_weights=True),
@@ -155,10 +159,19 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
 LOCAL = "local"
 
 
+# Model strings whose endpoints return no token log-probabilities (Anthropic's API; OpenAI's reasoning models).
+NO_LOGPROBS = re.compile(r"^(anthropic/|bedrock/|vertex_ai/claude|claude)|(^|/)(o1|o3|o4|gpt-5)")
+
+
+def gives_logprobs(model: str) -> bool:
+    """Whether a model string's endpoint is known to return token log-probabilities (assumed, unless known not)."""
+    return NO_LOGPROBS.search(model) is None
+
+
 def program_name_for(model: str | None) -> str:
     """The compiled program's name for a model: its short name, or a slug of the model string."""
-    if model in (None, LOCAL):
-        return LOCAL
+    if model in (None, LOCAL, "local-0.5b"):
+        return model or LOCAL
     for spec in MODELS.values():
         if model in (spec.name, spec.model):
             return spec.name

@@ -1,30 +1,32 @@
-"""Compiling VISTA for one model: choose each predictor's demos on training dialogues, score the seed and the
-compiled program on dev dialogues with the same metric, and save the program with a metadata sidecar.
+"""Compiling VISTA for one model: choose each predictor's demos (and, with ``claims``, the calibration and the
+judging mode), score the base and the compiled program on dev data no choice saw, gate the result, and save it.
 
-Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own):
+Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own, and
+a predictor whose pool is too thin for its budget is filled up with the base program's own demos):
 
-Every optimizer fills a predictor whose pool is too thin for its budget with the base program's own demos.
-
-- ``labeled``: Decompose demos are human claim lists of annotated turns (VISTA's format). Verify and Categorize
-  demos are human-labelled claims judged by the seed program, kept only where the model's answer agrees with the
-  annotators; the explanation is the model's own, so every demo is complete. Stratified by label / category.
+- ``claims`` (default; ``choosing``): chosen on the human-labelled claims of every training dialogue, pooled and
+  cross-fitted by dialogue: demos from the annotations (stratified by category), a calibration of the model's label
+  probabilities, and the judging mode.
+- ``labeled``: Decompose demos are human claim lists of annotated turns; Verify and Categorize demos are human-
+  labelled claims judged by the seed program, kept only where the model agrees with the annotators (the explanation
+  is the model's own, so every demo is complete). Stratified by label / category.
 - ``bootstrap``: ``dspy.BootstrapFewShot`` with the seed program as teacher over whole dialogues (any dataset with
   turn labels); traces of dialogues judged entirely right become demos; each predictor is cut to its budget.
-- ``random-search``: ``budget`` candidate demo sets drawn (seeded) from the ``labeled`` pool, each scored on the
-  dev dialogues; the best wins, and the seed program wins ties.
-- ``mipro``: ``dspy.MIPROv2`` (instructions proposed by the same LM, demo sets bootstrapped as above, optuna
-  choosing the combination on the dev dialogues; ``budget`` candidates and trials); demos cut per predictor.
+- ``random-search``: ``budget`` candidate demo sets drawn (seeded) from the ``labeled`` pool, each scored on the dev
+  dialogues; the best wins, and the seed program wins ties.
+- ``mipro``: ``dspy.MIPROv2`` (instructions proposed by the same LM, demo sets bootstrapped as above, optuna choosing
+  the combination on the dev dialogues; ``budget`` candidates and trials); demos cut per predictor.
 
-The metric (``agreement``) is turn-label agreement with gold, averaged with claim-category agreement when the
-judged claims carry gold categories (judging the human claims of annotated turns, ``given_claims=True``).
+Every optimizer ends with the same gate (``gate.Gate``): the compiled program against its base on the dev data,
+turn by turn and, where the dev data has human claims, claim by claim.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import random
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,12 +35,15 @@ from typing import Any
 
 import dspy
 
-from .compiled import SEED_PROGRAM, compiled_dir
+from .compiled import SEED_PROGRAM, compiled_dir, write_program
+from .gate import Gate, PairedTest, ProgramMeta
+from .probing import probe, safe
 from .program import Vista
 from .schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
 
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
-OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro")
+OPTIMIZERS = ("claims", "labeled", "bootstrap", "random-search", "mipro")
+DEFAULT_OPTIMIZER = "claims"
 
 
 def parse_demos(spec: str | None) -> dict[str, int]:
@@ -91,33 +96,43 @@ def examples(dialogues: Sequence[Dialogue]) -> list[dspy.Example]:
 
 @dataclass
 class DevScore:
-    """``agreement`` averaged over dev dialogues (what the optimizers maximize), plus turn accuracy over all dev
-    turns and, when claims carry gold categories, claim accuracy (scoring.summarize's definitions). Stage-wise
-    readings of the same verdicts: ``turns_right`` (one character per dev turn in dev order, "1" right, "0" wrong
-    or unknown: paired tests between programs), and, end to end, the claim-set F1 of the decomposition against
-    the human claims and the category agreement on decomposed claims matched to a human claim."""
+    """``agreement`` averaged over dev dialogues (what the teleprompters maximize), turn accuracy over all dev turns
+    and, when claims carry gold categories, claim accuracy (scoring.summarize's definitions). Item-wise readings of
+    the same verdicts for paired tests: ``turns_right`` (one character per dev turn in dev order, "1" right, "0"
+    wrong or unknown) and ``claims_right`` (one per human claim: its safe/unsafe decision agrees with the
+    annotators'); end to end, the claim-set F1 of the decomposition against the human claims and the category
+    agreement on decomposed claims matched to a human claim."""
 
     agreement: float
     turn_accuracy: float | None
     claim_accuracy: float | None
     turns_right: str = ""
+    claims_right: str = ""
     decomposition_f1: float | None = None
     matched_category_accuracy: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def as_dict(self) -> dict[str, float | None]:
+    def as_dict(self) -> dict[str, Any]:
+        turns = self.summary.get("turn_metrics", {})
+        claims = self.summary.get("claim_metrics", {})
         return {"agreement": self.agreement, "turn_accuracy": self.turn_accuracy,
-                "claim_accuracy": self.claim_accuracy}
+                "f1_hallucinated": turns.get("f1_hallucinated"), "claim_accuracy": self.claim_accuracy,
+                "claim_decision_accuracy": (self.claims_right.count("1") / len(self.claims_right)
+                                            if self.claims_right else None),
+                "claim_macro_f1": claims.get("macro_f1"), "decomposition_f1": self.decomposition_f1,
+                "lm_calls": self.summary.get("usage", {}).get("total", {}).get("calls")}
 
 
 def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False, threads: int = 1,
           meter: Meter | None = None, log: Callable[[str], None] | None = None) -> DevScore:
-    """Score ``program`` on ``dev`` with the LM and adapter of the current dspy context.
+    """Score ``program`` on ``dev`` with the LM and adapter of the current dspy context (``given_claims``: on the
+    human claims instead of end to end).
 
     Runs on our own runner, not ``dspy.Evaluate``: Evaluate re-submits any example still running after 120 s,
     which a slow local model reaches on long dialogues (duplicate LM calls, wasted minutes)."""
     from . import scoring
     from .metrics import decomposition_agreement
-    from .runner import evaluate
+    from .runner import Threads, evaluate
 
     finished: list[str] = []
 
@@ -126,47 +141,62 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
         if log is not None:
             log(f"    {len(finished)}/{len(dev)} dev dialogues judged ({verdict.dialogue_id})")
 
-    result = evaluate(dev, program, dspy.settings.lm, adapter=dspy.settings.adapter, threads=threads,
-                      judge_given_claims=given_claims, on_done=progress)
+    judge = program.with_options(given_claims=given_claims) if program.options.given_claims != given_claims \
+        else program
+    result = evaluate(dev, judge, Threads(dspy.settings.lm, dspy.settings.adapter, threads), on_done=progress)
     if result.interrupted:  # never score a program on the dialogues an interrupt happened to leave judged
         raise KeyboardInterrupt
     measured = (meter or Meter()).wrap(agreement)
     values = [measured(None, verdict) for verdict in result.verdicts]
     summary = scoring.summarize(result.verdicts)
     order = {d.id: i for i, d in enumerate(dev)}
-    turns = sorted(((order[v.dialogue_id], t.turn_index, t) for v in result.verdicts for t in v.turns
-                    if t.gold_label is not None), key=lambda item: item[:2])
+    verdicts = sorted(result.verdicts, key=lambda v: order[v.dialogue_id])
+    turns = [t for v in verdicts for t in sorted(v.turns, key=lambda t: t.turn_index) if t.gold_label is not None]
+    claims = [c for t in (t for v in verdicts for t in sorted(v.turns, key=lambda t: t.turn_index))
+              for c in t.claims if c.gold_category is not None]
     decomposition = decomposition_agreement(dev, result.verdicts)
     return DevScore(agreement=sum(values) / len(values) if values else 0.0,
                     turn_accuracy=summary.get("turn_metrics", {}).get("accuracy"),
                     claim_accuracy=summary.get("claim_metrics", {}).get("accuracy"),
-                    turns_right="".join("1" if t.label == t.gold_label else "0" for _, _, t in turns),
+                    turns_right="".join("1" if t.label == t.gold_label else "0" for t in turns),
+                    claims_right="".join("1" if safe(c.category.value) == safe(c.gold_category.value) else "0"
+                                         for c in claims),
                     decomposition_f1=decomposition.f1,
                     matched_category_accuracy=(decomposition.same_category / decomposition.matched
-                                               if decomposition.matched else None))
+                                               if decomposition.matched else None),
+                    summary=summary)
 
 
-def paired_turns(a: str, b: str) -> dict[str, Any]:
-    """Exact McNemar of two programs' turn correctness on the same dev turns (``DevScore.turns_right`` strings)."""
-    from .metrics import mcnemar_exact
-
-    if not a or len(a) != len(b):
-        raise ValueError("the two programs were not scored on the same dev turns")
-    return mcnemar_exact([True] * len(a), [c == "1" for c in a], [c == "1" for c in b])
+def has_human_claims(dialogues: Sequence[Dialogue]) -> bool:
+    return bool(annotated(dialogues))
 
 
-def beats(test: dict[str, Any] | None, alpha: float) -> bool:
-    """The gate a compiled program must pass to replace its base: right on more dev turns than the base, and the
-    exact McNemar p below ``alpha`` (``alpha`` >= 1: any net win)."""
-    return (test is not None and test["a_only"] > test["b_only"]
-            and (alpha >= 1 or test["pvalue"] < alpha))
-
-
-def describe_paired(test: dict[str, Any], alpha: float, candidate: str, base: str) -> str:
-    """One line on ``paired_turns`` and whether it passes the gate."""
-    return (f"{candidate} vs {base} on {test['items']} dev turns: right only in the {candidate} {test['a_only']}, only "
-            f"in the {base} {test['b_only']}; exact McNemar p = {test['pvalue']:.3f} "
-            f"({'passes' if beats(test, alpha) else 'fails'} alpha {alpha})")
+def gate_on(base: Vista, compiled: Vista, dev: Sequence[Dialogue], *, alpha: float, threads: int = 1,
+            meter: Meter | None = None, base_score: DevScore | None = None,
+            compiled_score: DevScore | None = None, log: Callable[[str], None] = lambda message: None
+            ) -> tuple[Gate, dict[str, Any]]:
+    """The gate of ``compiled`` against ``base`` on ``dev`` (end to end; and on the human claims where ``dev`` has
+    them), and both programs' scores. Scores already measured end to end may be passed in."""
+    if base_score is None:
+        log(f"gate: the {base.program_name} program end to end on {len(dev)} dev dialogues")
+        base_score = score(base, dev, threads=threads, meter=meter, log=log)
+    if compiled_score is None:
+        log(f"gate: the compiled program end to end on {len(dev)} dev dialogues")
+        compiled_score = score(compiled, dev, threads=threads, meter=meter, log=log)
+    scores = {"base": {"program": base.program_name, **base_score.as_dict()},
+              "compiled": compiled_score.as_dict()}
+    claims = None
+    if has_human_claims(dev):
+        log("gate: both programs on the dev dialogues' human claims")
+        base_claims = score(base, annotated(dev), given_claims=True, threads=threads, meter=meter, log=log)
+        compiled_claims = score(compiled, annotated(dev), given_claims=True, threads=threads, meter=meter, log=log)
+        claims = PairedTest.of_strings(compiled_claims.claims_right, base_claims.claims_right)
+        scores["base"]["given_claims"] = base_claims.as_dict()
+        scores["compiled"]["given_claims"] = compiled_claims.as_dict()
+    turns = (PairedTest.of_strings(compiled_score.turns_right, base_score.turns_right)
+             if compiled_score.turns_right and len(compiled_score.turns_right) == len(base_score.turns_right)
+             else None)
+    return Gate(alpha=alpha, turns=turns, claims=claims, base=base.program_name), scores
 
 
 # ---- demo pools and selection ------------------------------------------------------------------------------------
@@ -185,15 +215,27 @@ def annotated(dialogues: Sequence[Dialogue]) -> list[Dialogue]:
 
 @dataclass
 class Pool:
-    """Candidate demos per predictor, each with a stratum (label, category or claim count) for selection."""
+    """Candidate demos per predictor, each with a stratum (label, category or claim count) for selection and the
+    dialogue it came from (so that a cross-fitted choice never shows a dialogue's own claims as demos)."""
 
     demos: dict[str, list[tuple[str, dspy.Example]]] = field(default_factory=lambda: defaultdict(list))
+    sources: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
-    def add(self, predictor: str, stratum: str, demo: dspy.Example) -> None:
+    def add(self, predictor: str, stratum: str, demo: dspy.Example, dialogue: str = "") -> None:
         self.demos[predictor].append((stratum, demo))
+        self.sources[predictor].append(dialogue)
 
     def sizes(self) -> dict[str, int]:
         return {name: len(items) for name, items in self.demos.items()}
+
+    def without(self, dialogues: set[str]) -> Pool:
+        """The pool without the demos of these dialogues."""
+        kept = Pool()
+        for name, items in self.demos.items():
+            for (stratum, demo), source in zip(items, self.sources[name]):
+                if source not in dialogues:
+                    kept.add(name, stratum, demo, source)
+        return kept
 
     def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
         """Up to ``budgets[p]`` demos per predictor, round-robin over strata (each shuffled with ``seed``)."""
@@ -215,47 +257,63 @@ class Pool:
 
 
 def one_item_per_call(program: Vista) -> Vista:
-    """A copy judging one claim per call and decomposing one turn per call: demos are traced from those calls (the
-    layout every predictor keeps), whatever mode the program is scored in."""
-    copy = program.deepcopy()
-    copy.claim_calls, copy.decompose_calls = "per-claim", "per-turn"
-    return copy
+    """A copy judging one claim per call, decomposing one turn per call and explaining every label: demos are traced
+    from those calls (the layout every predictor keeps), whatever mode the program is scored in."""
+    return program.with_options(claim_calls="per-claim", decompose_calls="per-turn", explain_verified=True)
 
 
-def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | None = None,
-                 want: dict[str, int] | None = None,
-                 on_dialogue: Callable[[Dialogue], None] | None = None) -> Pool:
-    """Complete demos from human annotations (see the module docstring). Stops early once every predictor has
-    ``want[p]`` candidates (default: three times its default budget)."""
-    want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
-    program = one_item_per_call(program)
+def pool_from_traces(program: Vista, dialogues: Sequence[Dialogue], traces: dict[str, list]) -> Pool:
+    """Complete demos from human annotations (see the module docstring): each annotated turn's human claim list
+    for Decompose; for Verify and Categorize, the program's own answers (from ``traces``, as ``probing.probe``
+    returns them) on the human claims where they agree with the annotators."""
     pool = Pool()
-    for dialogue in annotated(train):
+    for dialogue in annotated(dialogues):
         for index in dialogue.judged_turns:
             claims = [c.text for c in dialogue.turns[index].gold.claims]
             pool.add("decompose", str(min(len(claims), 4)),
-                     dspy.Example(**program.decompose_inputs(dialogue, index), claims=claims))
-        if len(pool.demos["verify"]) >= want["verify"] and len(pool.demos["categorize"]) >= want["categorize"]:
-            continue  # enough judged claims; keep collecting human claim lists for Decompose
+                     dspy.Example(**program.decompose_inputs(dialogue, index), claims=claims), dialogue.id)
         gold = _gold_claims(dialogue)
-        with dspy.context(trace=[]):
-            verdict = program.judge_claims(dialogue)
-            trace = list(dspy.settings.trace)
-        if meter is not None:
-            meter.usage.merge(verdict.usage)
-        for predictor, inputs, outputs in trace:
+        for predictor, inputs, outputs in traces.get(dialogue.id, []):
             claim = gold.get(inputs.get("claim", ""))
             if claim is None:
                 continue
             demo = dspy.Example(augmented=True, **inputs, **outputs)
-            if predictor is program.verify:
+            if predictor == "verify":
                 verified = outputs.label == "VERIFIED"
                 if verified == (claim.category == Category.VERIFIED):
-                    pool.add("verify", outputs.label, demo)
-            elif predictor is program.categorize and outputs.category == claim.category.value:
-                pool.add("categorize", outputs.category, demo)
-        if on_dialogue is not None:
-            on_dialogue(dialogue)
+                    pool.add("verify", outputs.label, demo, dialogue.id)
+            elif predictor == "categorize" and outputs.category == claim.category.value:
+                pool.add("categorize", outputs.category, demo, dialogue.id)
+    return pool
+
+
+def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | None = None,
+                 want: dict[str, int] | None = None, threads: int = 1,
+                 on_dialogue: Callable[[DialogueVerdict], None] | None = None) -> Pool:
+    """``pool_from_traces`` over the annotated training dialogues, judged one claim per call. Judging stops once
+    every predictor has ``want[p]`` candidates (default: three times its default budget); human claim lists for
+    Decompose are collected from every dialogue."""
+    want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
+    program = one_item_per_call(program)
+    dialogues = annotated(train)
+    pool, judged = Pool(), 0
+    while judged < len(dialogues) and not (len(pool.demos["verify"]) >= want["verify"]
+                                           and len(pool.demos["categorize"]) >= want["categorize"]):
+        batch = dialogues[judged:judged + max(1, threads)]
+        verdicts, traces = probe(program, batch, threads=threads, on_dialogue=on_dialogue)
+        if meter is not None:
+            for verdict in verdicts:
+                meter.usage.merge(verdict.usage)
+        found = pool_from_traces(program, batch, traces)
+        for name in ("verify", "categorize"):
+            for (stratum, demo), source in zip(found.demos[name], found.sources[name]):
+                pool.add(name, stratum, demo, source)
+        judged += len(batch)
+    for dialogue in dialogues:  # every human claim list, judged or not
+        for index in dialogue.judged_turns:
+            claims = [c.text for c in dialogue.turns[index].gold.claims]
+            pool.add("decompose", str(min(len(claims), 4)),
+                     dspy.Example(**program.decompose_inputs(dialogue, index), claims=claims), dialogue.id)
     return pool
 
 
@@ -291,8 +349,15 @@ def incomplete_demos(program: Vista) -> list[str]:
 
 @dataclass
 class CompileResult:
+    """A compiled program, the gate it passed or failed, and its meta record (``gate.ProgramMeta``)."""
+
     program: Vista
-    metadata: dict[str, Any]
+    meta: ProgramMeta
+    gate: Gate
+
+    @property
+    def passed(self) -> bool:
+        return self.gate.passed
 
 
 def content_hash(dialogues: Sequence[Dialogue]) -> str:
@@ -302,75 +367,117 @@ def content_hash(dialogues: Sequence[Dialogue]) -> str:
     return digest.hexdigest()
 
 
+def data_record(dialogues: Sequence[Dialogue], describe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the meta says of a data set: its description, size and content hash."""
+    return {**(describe or {}), "dialogues": len(dialogues), "sha256": content_hash(dialogues),
+            "turns": sum(len(d.judged_turns) for d in dialogues),
+            "claims": sum(len(d.turns[i].gold.claims or []) for d in dialogues for i in d.judged_turns
+                          if d.turns[i].gold is not None)}
+
+
 def compile_program(
     train: Sequence[Dialogue],
     dev: Sequence[Dialogue],
     *,
-    optimizer: str = "labeled",
+    optimizer: str = DEFAULT_OPTIMIZER,
     budgets: dict[str, int] | None = None,
     budget: int = 4,
     seed: int = 0,
     given_claims: bool = False,
     threads: int = 1,
     base: Vista | None = None,
+    alpha: float = 0.05,
+    folds: int = 2,
     describe: dict[str, Any] | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> CompileResult:
-    """Compile with the LM in the current dspy context. ``base`` (default: the seed program) is the teacher and
-    the baseline; ``budget`` is the number of candidates for random-search and mipro (and mipro's trials).
-    ``describe`` (model, dataset names ...) goes into the metadata."""
+    """Compile with the LM in the current dspy context and gate the result on ``dev``.
+
+    ``base`` (default: the seed program) is the teacher, the starting point and what the compiled program must
+    beat. ``budget`` is the number of candidates for random-search and mipro (and mipro's trials); ``folds`` the
+    cross-fitting folds of ``claims``. ``describe`` (model, model_name, train / dev descriptions) goes into the
+    meta. The result carries the gate; saving is the caller's (``save_compiled``)."""
+    from .choosing import choose_on_claims
+
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     budgets = budgets or dict(DEFAULT_DEMOS)
     base = base or Vista.from_program(SEED_PROGRAM)
-    meter = Meter()
-    if optimizer == "labeled" and not annotated(train):
-        raise ValueError("the labeled optimizer needs training dialogues with human claims (VISTA's annotated "
+    describe = dict(describe or {})
+    if optimizer in ("claims", "labeled") and not annotated(train):
+        raise ValueError(f"the {optimizer} optimizer needs training dialogues with human claims (VISTA's annotated "
                          "format, e.g. --train vista-human); use bootstrap for datasets with turn labels only")
+    meter = Meter()
+    started = time.perf_counter()
+    choice: dict[str, Any] = {}
+    base_score = None
+    if optimizer == "claims":
+        compiled, choice = choose_on_claims(base, annotated(train), budgets, seed=seed, folds=folds,
+                                            threads=threads, alpha=alpha, meter=meter, log=log)
+    else:
+        log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
+        base_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
+        log(f"  {base.program_name}: {base_score.as_dict()}")
+        compiled, choice = _teleprompt(optimizer, base, train, dev, budgets, base_score, budget=budget, seed=seed,
+                                       given_claims=given_claims, threads=threads, meter=meter, log=log)
+    problems = incomplete_demos(compiled)
+    if problems:
+        raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
+    chosen_seconds = time.perf_counter() - started
+    compiled.program_name = describe.get("model_name") or "compiled"
+    gate, scores = gate_on(base, compiled, dev, alpha=alpha, threads=threads, meter=meter,
+                           base_score=None if given_claims else base_score,
+                           compiled_score=choice.pop("_compiled_score", None), log=log)
+    meta = ProgramMeta(
+        program=compiled.program_name, model=describe.get("model"), model_name=describe.get("model_name"),
+        optimizer=optimizer,
+        settings={"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims, "folds": folds,
+                  "alpha": alpha},
+        train=data_record(train, describe.get("train")), dev=data_record(dev, describe.get("dev")),
+        scores=scores, gate=gate.as_dict(), choice=choice, options=compiled.options.saved(),
+        calibration=compiled.calibration.model_dump() if compiled.calibration else None,
+        demos={name: len(p.demos) for name, p in compiled.named_predictors()},
+        cost={**meter.usage.total.model_dump(), "seconds_choosing": round(chosen_seconds, 1),
+              "seconds_total": round(time.perf_counter() - started, 1)},
+        dspy_version=dspy.__version__)
+    return CompileResult(program=compiled, meta=meta, gate=gate)
 
-    log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
-    seed_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
-    log(f"  {base.program_name}: {seed_score.as_dict()}")
+
+def _teleprompt(optimizer: str, base: Vista, train: Sequence[Dialogue], dev: Sequence[Dialogue],
+                budgets: dict[str, int], base_score: DevScore, *, budget: int, seed: int, given_claims: bool,
+                threads: int, meter: Meter, log: Callable[[str], None]) -> tuple[Vista, dict[str, Any]]:
+    """The demo-choosing optimizers (all but ``claims``), the compiled program scored as the base is."""
     candidates: list[dict[str, Any]] = []
+    compiled_score = None
     if optimizer == "bootstrap":
         compiled = _bootstrap(base, train, budgets, meter)
     elif optimizer == "mipro":
         compiled = _mipro(base, train, dev, budgets, budget=budget, threads=threads, seed=seed, meter=meter)
     else:
-        pool = labeled_pool(base, train, meter=meter,
-                            on_dialogue=lambda d: log(f"  judged human claims of {d.id}"))
+        pool = labeled_pool(base, train, meter=meter, threads=threads,
+                            on_dialogue=lambda v: log(f"  judged human claims of {v.dialogue_id}"))
         log(f"demo pool: {pool.sizes()}")
         if optimizer == "labeled":
             compiled = install(base, pool.pick(budgets, seed), budgets, top_up=base)
         else:
-            best, best_score = base, seed_score
+            compiled, compiled_score = base, base_score
             for trial in range(budget):
                 candidate = install(base, pool.pick(budgets, seed + trial), budgets, top_up=base)
                 value = score(candidate, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
                 candidates.append({"seed": seed + trial, **value.as_dict()})
                 log(f"  candidate {trial} (seed {seed + trial}): {value.as_dict()}")
-                if value.agreement > best_score.agreement:
-                    best, best_score = candidate, value
-            compiled = best
+                if value.agreement > compiled_score.agreement:
+                    compiled, compiled_score = candidate, value
     # Scored as the base is (demos were traced per claim and per turn).
-    compiled.claim_calls, compiled.decompose_calls = base.claim_calls, base.decompose_calls
-    problems = incomplete_demos(compiled)
-    if problems:
-        raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
-    compiled_score = (best_score if optimizer == "random-search"
-                      else score(compiled, dev, given_claims=given_claims, threads=threads, meter=meter,
-                                 log=log))
-    log(f"  compiled: {compiled_score.as_dict()}")
-    metadata = compile_metadata(
-        compiled, optimizer, {"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims,
-                              "claim_calls": base.claim_calls},
-        train, dev, describe=describe,
-        dev_score={"base_program": base.program_name, "base": seed_score.as_dict(),
-                   "compiled": compiled_score.as_dict(), "paired": paired_turns(compiled_score.turns_right, seed_score.turns_right)},
-        metric="agreement: turn-label accuracy" + (", averaged with claim-category accuracy" if given_claims
-                                                   else "") + " on the dev dialogues",
-        candidates=candidates, compile_cost=meter.usage.total.model_dump())
-    return CompileResult(program=compiled, metadata=metadata)
+    compiled = compiled.with_options(claim_calls=base.options.claim_calls,
+                                     decompose_calls=base.options.decompose_calls)
+    choice: dict[str, Any] = {"metric": "agreement: turn-label accuracy" + (
+        ", averaged with claim-category accuracy" if given_claims else "") + " on the dev dialogues"}
+    if candidates:
+        choice["candidates"] = candidates
+    if compiled_score is not None and not given_claims:
+        choice["_compiled_score"] = compiled_score
+    return compiled, choice
 
 
 def _bootstrap(base: Vista, train: Sequence[Dialogue], budgets: dict[str, int], meter: Meter) -> Vista:
@@ -398,33 +505,12 @@ def _mipro(base: Vista, train: Sequence[Dialogue], dev: Sequence[Dialogue], budg
     return install(optimized, kept, budgets, top_up=base)
 
 
-def compile_metadata(program: Vista, optimizer: str, settings: dict[str, Any], train: Sequence[Dialogue],
-                     dev: Sequence[Dialogue], *, describe: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-    """The sidecar of a compiled program: what compiled it, on which data (hashed), how it scored, and when."""
-    describe = describe or {}
-    return {
-        **describe,
-        "optimizer": optimizer,
-        "optimizer_settings": settings,
-        "train": {**describe.get("train", {}), "dialogues": len(train), "sha256": content_hash(train)},
-        "dev": {**describe.get("dev", {}), "dialogues": len(dev), "sha256": content_hash(dev),
-                "turns": sum(len(d.judged_turns) for d in dev)},
-        **fields,
-        "demos": {name: len(p.demos) for name, p in program.named_predictors()},
-        "dspy_version": dspy.__version__,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
-    """Write ``<name>.json`` (DSPy state: demos and instructions, no LM) and ``<name>.meta.json``."""
+    """Write ``<name>.json`` (the program file: demos and instructions, options, calibration; no LM) and
+    ``<name>.meta.json``."""
     directory = directory or compiled_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
-    result.program.save(str(path))
-    state = json.loads(path.read_text())
-    for predictor in state.values():
-        if isinstance(predictor, dict) and predictor.get("lm"):
-            raise RuntimeError(f"{path}: a predictor carries a bound LM; refusing to ship it")
-    (directory / f"{name}.meta.json").write_text(json.dumps({"program": name, **result.metadata}, indent=2) + "\n")
+    result.program.program_name = name
+    path = write_program(result.program.program_file(name), directory / f"{name}.json")
+    meta = result.meta.model_copy(update={"program": name})
+    (directory / f"{name}.meta.json").write_text(json.dumps(meta.model_dump(), indent=2) + "\n")
     return path

@@ -108,23 +108,47 @@ def write_verdicts(path: Path, verdicts: Sequence[DialogueVerdict]) -> None:
         os.close(directory)
 
 
+def program_identity(judge: StagedModule) -> dict[str, Any]:
+    """The judge's program by name and, for a VISTA judge, by content (demos, instructions, options, calibration)."""
+    identity = {"program": judge.program_name}
+    if hasattr(judge, "content_hash"):
+        identity["program_sha256"] = judge.content_hash()
+    return identity
+
+
 def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
-    """The settings stored in run.json: the judge's program and options, plus ``extra`` (input, LM, ...)."""
-    return {"program": judge.program_name, **judge.options(), **extra}
+    """The settings stored in run.json: the judge's program (name and content hash) and options, plus ``extra``
+    (input, LM, ...)."""
+    return {**program_identity(judge), **judge.option_values(), **extra}
 
 
 # Settings recorded only since a later version, with the value every run before it had (the option did not
-# exist): a run.json without them still resumes under those values.
+# exist): a run.json without them still resumes under those values. A run.json without a program hash resumes
+# whatever the program's content (it was not recorded).
 LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": [],
-                                   "explain_verified": True, "check_grounding": False}
+                                  "explain_verified": True, "check_grounding": False, "label_probabilities": False,
+                                  "categorize_all": False}
+# Settings recorded under another name before.
+RENAMED_SETTINGS: dict[str, str] = {"judge_given_claims": "given_claims"}
 
 
 def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
     path = out_dir / RUN
     if path.exists():
         previous = json.loads(path.read_text())
+        for old, new in RENAMED_SETTINGS.items():
+            if old in previous and new not in previous:
+                previous[new] = previous.pop(old)
         previous.update({k: v for k, v in LATER_SETTINGS.items() if k not in previous and k in settings})
+        # A run.json from before runs recorded their program's identity resumes whatever the program.
+        settings = {k: v for k, v in settings.items() if k in previous or k not in ("program", "program_sha256")}
         changed = [k for k in sorted(set(settings) | set(previous)) if settings.get(k) != previous.get(k)]
+        if "program_sha256" in changed:
+            raise RunConflict(
+                f"{out_dir} holds a run judged by a program {previous.get('program')!r} of other content (sha256 "
+                f"{str(previous['program_sha256'])[:12]}..., now {str(settings['program_sha256'])[:12]}...): it was "
+                "recompiled or edited since, and its verdicts would mix two programs. Use another --out, or "
+                "--overwrite.")
         if changed:
             details = "; ".join(f"{k}: {previous.get(k)!r} -> {settings.get(k)!r}" for k in changed)
             raise RunConflict(
@@ -141,39 +165,80 @@ def dialogues_for(concurrency: int) -> int:
     return 2 * concurrency
 
 
+Record = Callable[[DialogueVerdict], None]
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Judge in this process, ``threads`` dialogues at a time, each on its own thread (blocking LM calls)."""
+
+    lm: dspy.BaseLM
+    adapter: dspy.Adapter | None = None
+    threads: int = 1
+
+    def run(self, todo: Sequence[Dialogue], judge: StagedModule, record: Record, failures: CallFailures) -> None:
+        adapter = self.adapter or build_adapter("json")
+
+        def judge_one(dialogue: Dialogue) -> DialogueVerdict:
+            with dspy.context(lm=self.lm, adapter=adapter), failures.active():
+                return judge(dialogue)
+
+        _judge_threaded(todo, judge_one, self.threads, record)
+
+
+@dataclass(frozen=True)
+class Concurrent:
+    """Judge in this process on asyncio: ``dialogues`` at a time (longest first), the claims of a turn in
+    parallel, at most ``requests`` LM requests in flight overall (default: ``dialogues_for`` says how many
+    dialogues keep that many requests busy)."""
+
+    lm: dspy.BaseLM
+    requests: int
+    adapter: dspy.Adapter | None = None
+    dialogues: int | None = None
+
+    def run(self, todo: Sequence[Dialogue], judge: StagedModule, record: Record, failures: CallFailures) -> None:
+        adapter = self.adapter or build_adapter("json")
+        with failures.active():  # the run's tasks inherit it
+            asyncio.run(_judge_async(todo, judge, self.lm, adapter, self.dialogues or dialogues_for(self.requests),
+                                     self.requests, record))
+
+
+def local_backend(lm: dspy.BaseLM, adapter: dspy.Adapter | None = None, *, threads: int | None = None,
+                  concurrency: int | None = None) -> Threads | Concurrent:
+    """Threads (``threads`` dialogues at a time, default 1), or asyncio when ``concurrency`` bounds the requests in
+    flight (``threads`` dialogues at a time, default ``dialogues_for(concurrency)``)."""
+    if concurrency is not None:
+        return Concurrent(lm, concurrency, adapter, dialogues=threads)
+    return Threads(lm, adapter, threads or 1)
+
+
 def evaluate(
     dialogues: Sequence[Dialogue],
     program: StagedModule,
-    lm: dspy.BaseLM,
+    backend: Threads | Concurrent | RayBackend | dspy.BaseLM,
     *,
-    adapter: dspy.Adapter | None = None,
     out_dir: Path | None = None,
     settings: dict[str, Any] | None = None,
-    threads: int = 1,
-    judge_given_claims: bool = False,
-    on_done: Callable[[DialogueVerdict], None] | None = None,
-    concurrency: int | None = None,
-    remote: RayBackend | None = None,
+    on_done: Record | None = None,
     retry_errors: bool = True,
     failures: CallFailures | None = None,
 ) -> RunResult:
-    """Judge ``dialogues`` with ``program`` and ``lm``; write and resume under ``out_dir`` when given.
+    """Judge ``dialogues`` with ``program`` on ``backend`` (``Threads``, ``Concurrent``, a Ray backend, or an LM:
+    one thread); write and resume under ``out_dir`` when given.
 
-    ``settings`` (any JSON-able dict describing the run) is stored in run.json; a rerun into the same directory
-    must have the same settings and re-asks only the dialogues without a verdict, and (``retry_errors``) those
-    whose verdict holds a failure (``has_failures``; their calls that succeeded come from the LM cache).
+    ``settings`` (any JSON-able dict describing the run) is stored in run.json with the program's identity (name
+    and content hash); a rerun into the same directory must have the same settings and program, and re-asks only
+    the dialogues without a verdict, and (``retry_errors``) those whose verdict holds a failure (``has_failures``;
+    their calls that succeeded come from the LM cache).
     KeyboardInterrupt stops submitting work, keeps everything finished, and returns with ``interrupted=True``.
 
     ``failures``: how failed calls are treated (default: the caller's active ``CallFailures`` if it may stop, else
     one with the defaults). When it declares the endpoint down, everything finished is kept and ``EndpointDown`` is
     raised, its message saying how many dialogues are kept where.
-
-    ``concurrency``: run on asyncio instead of threads: ``threads`` dialogues at a time, the claims of a turn
-    in parallel, and at most ``concurrency`` LM requests in flight overall.
-    ``remote``: run on a Ray cluster instead (``lm`` is then rebuilt by every worker from the backend's model
-    configuration, and ``program`` from its spec).
     """
-    adapter = adapter or build_adapter("json")
+    if isinstance(backend, dspy.BaseLM):
+        backend = Threads(backend)
     if failures is None:
         failures = FAILURES.get() if FAILURES.get().stop_after else CallFailures()
     done: dict[str, DialogueVerdict] = {}
@@ -184,7 +249,7 @@ def evaluate(
     handle = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _check_run(out_dir, settings or {})
+        _check_run(out_dir, {**program_identity(program), **(settings or {})})
         written, lines = _read(out_dir / VERDICTS)
         wanted = {d.id for d in dialogues}
         done = {i: v for i, v in written.items() if i in wanted}
@@ -195,10 +260,6 @@ def evaluate(
     # started last would run alone at the end (longest-processing-time-first scheduling). Stable for equal lengths.
     todo = sorted((d for d in dialogues if d.id not in done or d.id in repair), key=lambda d: len(d.turns),
                   reverse=True)
-
-    def judge(dialogue: Dialogue) -> DialogueVerdict:
-        with dspy.context(lm=lm, adapter=adapter), failures.active():
-            return program.judge_claims(dialogue) if judge_given_claims else program(dialogue)
 
     def record(verdict: DialogueVerdict) -> None:
         nonlocal lines
@@ -212,19 +273,6 @@ def evaluate(
         if on_done is not None:
             on_done(verdict)
 
-    if remote is not None:
-        from .baselines import judge_spec
-
-        def drive() -> None:
-            remote.run(todo, judge_spec(program), judge_given_claims, record, failures=failures)
-    elif concurrency is not None:
-        def drive() -> None:
-            with failures.active():  # the run's tasks inherit it
-                asyncio.run(_judge_async(todo, program, lm, adapter, judge_given_claims, threads, concurrency,
-                                         record))
-    else:
-        def drive() -> None:
-            _judge_threaded(todo, judge, threads, record)
     interrupted = False
     outage: EndpointDown | None = None
     # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and stalls
@@ -234,7 +282,7 @@ def evaluate(
     if freeze:
         gc.freeze()
     try:
-        drive()
+        backend.run(todo, program, record, failures)
     except KeyboardInterrupt:
         interrupted = True
     except EndpointDown as exc:
@@ -257,7 +305,7 @@ def evaluate(
 
 
 def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], DialogueVerdict], threads: int,
-                    record: Callable[[DialogueVerdict], None]) -> None:
+                    record: Record) -> None:
     executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vista")
     interrupted = False
     try:
@@ -290,8 +338,7 @@ def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], Dialog
 
 
 async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy.BaseLM, adapter: dspy.Adapter,
-                       judge_given_claims: bool, dialogues_at_once: int, concurrency: int,
-                       record: Callable[[DialogueVerdict], None]) -> None:
+                       dialogues_at_once: int, concurrency: int, record: Record) -> None:
     IN_FLIGHT.set(RequestSlots(concurrency))
     CALL_GUARD.set(request_slot)  # the judge holds a slot around each predictor call (see request_slot)
     queue = iter(todo)
@@ -300,7 +347,7 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
         for dialogue in queue:  # shared iterator: each dialogue is taken by exactly one worker
             PRIORITY.set(-len(dialogue.turns))  # the longest dialogues' requests first (their chains set wall time)
             with dspy.context(lm=lm, adapter=adapter):
-                verdict = await (program.ajudge_claims(dialogue) if judge_given_claims else program.acall(dialogue))
+                verdict = await program.acall(dialogue)
             record(verdict)
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, dialogues_at_once))]

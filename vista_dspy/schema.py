@@ -178,6 +178,14 @@ class Usage(_Record):
         return sum(self.by_stage.values(), UsageCounts())
 
 
+class LabelProbabilities(_Record):
+    """The probability the model gave each label, read from the endpoint's token log-probabilities (None where the
+    stage was not asked or the endpoint gave none)."""
+
+    verify: dict[str, float] | None = None  # VERIFIED, UNVERIFIABLE
+    categorize: dict[str, float] | None = None  # the four categories of an unverified claim
+
+
 class ClaimVerdict(_Record):
     claim: str
     category: Category
@@ -187,6 +195,10 @@ class ClaimVerdict(_Record):
     error: str | None = None
     # Set when the claim came from gold annotations (claim-accuracy protocol).
     gold_category: Category | None = None
+    probabilities: LabelProbabilities | None = None
+    # When a calibration decided ``category``: what the model's own labels said -- VERIFIED, one of the four
+    # categories, or UNVERIFIABLE (Verify said so, and Categorize was not asked because the calibration verified it).
+    raw_label: str | None = None
 
 
 class ContradictionVerdict(_Record):

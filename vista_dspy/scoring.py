@@ -19,7 +19,10 @@ from .schema import (
     SAFE_CATEGORIES,
     UNSAFE_CATEGORIES,
     Category,
+    ClaimVerdict,
+    ContradictionVerdict,
     DialogueVerdict,
+    Turn,
     TurnLabel,
     TurnVerdict,
     Usage,
@@ -34,6 +37,22 @@ def turn_label(categories: Iterable[Category], *, failed: bool = False, contradi
     if failed or any(c == Category.ERROR for c in categories):
         return "unknown"
     return "faithful"
+
+
+def turn_verdict(index: int, turn: Turn, claims: list[ClaimVerdict], *, error: str | None = None,
+                 contradiction: ContradictionVerdict | None = None, label: TurnLabel | None = None,
+                 **fields: Any) -> TurnVerdict:
+    """The verdict on judged turn ``index``: its label and score from its claims (``turn_label``; ``label`` for a
+    holistic judge), what the turn was judged against, and its gold label. ``error``: why the turn has no claims (a
+    failed decomposition). ``fields``: the rest of ``TurnVerdict``'s."""
+    categories = [c.category for c in claims]
+    if label is None:
+        label = turn_label(categories, failed=error is not None or bool(contradiction and contradiction.error),
+                           contradiction=bool(contradiction and contradiction.contradicts))
+    return TurnVerdict(turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=claims, label=label,
+                       score=turn_score(categories),
+                       contradiction=contradiction, error=error, gold_label=turn.gold.label if turn.gold else None,
+                       **fields)
 
 
 def safe_and_judged(categories: Iterable[Category]) -> tuple[int, int]:

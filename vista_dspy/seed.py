@@ -260,5 +260,5 @@ def seed_path() -> Path:
 
 
 if __name__ == "__main__":
-    build_seed_program().save(str(seed_path()))
+    build_seed_program().save_program(seed_path())
     print(f"wrote {seed_path()}")

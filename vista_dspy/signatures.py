@@ -7,7 +7,7 @@ inference server can reuse the cached prompt prefix across the claims of one tur
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import dspy
 from pydantic import BaseModel, GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -15,6 +15,10 @@ from pydantic_core import core_schema
 
 VerifyLabel = Literal["VERIFIED", "UNVERIFIABLE"]
 UnverifiableCategory = Literal["LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED"]
+# (output field, its labels): where a stage's label distribution is read (label_probabilities).
+VERIFY_LABEL: tuple[str, tuple[str, ...]] = ("label", get_args(VerifyLabel))
+CATEGORY_LABEL: tuple[str, tuple[str, ...]] = ("category", get_args(UnverifiableCategory))
+JOINT_LABEL: tuple[str, tuple[str, ...]] = ("category", ("VERIFIED", *get_args(UnverifiableCategory)))
 
 
 

@@ -31,6 +31,8 @@ from dspy.utils.exceptions import (
 )
 
 from . import scoring
+from .label_probabilities import REQUEST as LABEL_PROBABILITIES_REQUEST
+from .label_probabilities import Distribution, label_distributions
 from .schema import Dialogue, DialogueVerdict, Stage, TurnVerdict, Usage, UsageCounts
 
 # An answer that does not parse is asked again up to this many times, past the cache (HTTP errors and timeouts are
@@ -100,6 +102,9 @@ class StageCall:
     signature: type[dspy.Signature] | None = None
     demos: list[dspy.Example] | None = None  # instead of the predictor's own (batched prompts)
     answers: int = 1  # claims answered in one call (scales the short-answer token cap)
+    # (field, labels): read the probability of each label of this field from the answer's token log-probabilities
+    # (one distribution per value of the field, ``label_probabilities``), when the judge asks for them.
+    label: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass
@@ -107,6 +112,8 @@ class StageResult:
     prediction: dspy.Prediction | None
     error: str | None
     usage: dict[str, UsageCounts] = field(default_factory=dict)
+    # One distribution per value of the call's label field, in answer order (empty: none were given).
+    distributions: list[Distribution | None] = field(default_factory=list)
 
 
 def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
@@ -149,6 +156,7 @@ class _Attempts:
         self.failures = FAILURES.get()
         self.prediction: dspy.Prediction | None = None
         self.error: str | None = None
+        self.distributions: list[Distribution | None] = []
         self._again = True
 
     def __iter__(self):
@@ -161,6 +169,10 @@ class _Attempts:
     def succeeded(self, prediction: dspy.Prediction) -> None:
         self.prediction, self.error, self._again = prediction, None, False
         self.failures.answered()
+        # The token log-probabilities are read once, here, and not kept: a trace or a demo never carries them.
+        logprobs = prediction._store.pop("logprobs", None) if isinstance(prediction, dspy.Prediction) else None
+        if self.call.label is not None and logprobs is not None:
+            self.distributions = label_distributions(logprobs, *self.call.label)
 
     def failed(self, error: Exception) -> None:
         if isinstance(error, (*FATAL_LM_ERRORS, EndpointDown)):
@@ -172,7 +184,7 @@ class _Attempts:
             self.failures.answered()  # an answer that could not be used: the endpoint is up
 
     def result(self, tracker: Any) -> StageResult:
-        return StageResult(self.prediction, self.error, _usage_of(tracker))
+        return StageResult(self.prediction, self.error, _usage_of(tracker), self.distributions)
 
 
 class StagedModule(dspy.Module):
@@ -187,9 +199,11 @@ class StagedModule(dspy.Module):
 
     zero_shot: bool = False
     short_answer_tokens: int | None = None
+    label_probabilities: bool = False  # ask label stages for token log-probabilities (StageCall.label)
     program_name: str = "unsaved"
 
-    def options(self) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Any]:
+        """The judge's switches, as verdicts and run.json record them."""
         return {}
 
     def forward(self, dialogue: Dialogue) -> DialogueVerdict:
@@ -214,7 +228,7 @@ class StagedModule(dspy.Module):
             ungrounded_background=ungrounded_background or [],
             program=self.program_name,
             model=_current_model(),
-            options=self.options(),
+            options=self.option_values(),
             source=dialogue.source,
         )
 
@@ -252,6 +266,8 @@ class StagedModule(dspy.Module):
         if self.short_answer_tokens and call.stage != "decompose":
             thinking = 3 if call.signature is not None and "reasoning" in call.signature.output_fields else 1
             config["max_tokens"] = self.short_answer_tokens * call.answers * thinking
+        if call.label is not None and self.label_probabilities:
+            config.update(LABEL_PROBABILITIES_REQUEST)
         if attempt:
             # The unparseable answer sits in the cache: ask the model again past it.
             config["cache"] = False

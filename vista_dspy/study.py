@@ -18,8 +18,10 @@ from typing import Any
 import dspy
 
 from .compiled import SEED_PROGRAM
-from .optimize import DEFAULT_DEMOS, Meter, Pool, beats, describe_paired, install, labeled_pool, paired_turns, score
-from .program import REASONING_STAGES, Vista
+from .gate import Gate, PairedTest
+from .optimize import DEFAULT_DEMOS, Meter, Pool, install, labeled_pool, score
+from .options import REASONING_STAGES
+from .program import Vista
 from .schema import Dialogue
 
 # Upper bounds of the demo counts a study tries per predictor.
@@ -31,21 +33,32 @@ ONE_FACTOR: tuple[tuple[dict[str, Any], str], ...] = (
     ({"source_decompose": "pool"}, "Decompose demos: human claim lists"),
     ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos: the pool's"),
     ({"claim_calls": "batched"}, "a turn's claims in one call"),
-    ({"cot_verify": True, "cot_categorize": True}, "chain of thought in Verify and Categorize"),
-    ({"context": True}, "VISTA+ctx"),
+    ({"reasoning_verify": True, "reasoning_categorize": True}, "chain of thought in Verify and Categorize"),
+    ({"use_context": True}, "VISTA+ctx"),
 )
+# Parameter names of studies recorded before the study spoke the judging options' vocabulary.
+LEGACY_PARAMS = {"context": "use_context", **{f"cot_{stage}": f"reasoning_{stage}" for stage in REASONING_STAGES}}
 
 
 def base_params(base: Vista, adapter: str = "json") -> dict[str, Any]:
     """The trial parameters that describe ``base`` itself: its own demos, options and judging mode."""
+    options = base.options
     params: dict[str, Any] = {}
     for name in DEFAULT_DEMOS:
         params[f"source_{name}"] = "base"
         params[f"demos_{name}"] = min(len(getattr(base, name).demos), STUDY_MAX_DEMOS[name])
-    params.update(selection_seed=0, adapter=adapter, context=base.use_context,
-                  claim_calls=base.claim_calls if base.claim_calls in JUDGING_MODES else JUDGING_MODES[0])
-    params.update({f"cot_{stage}": stage in base.reasoning for stage in REASONING_STAGES})
+    params.update(selection_seed=0, adapter=adapter, use_context=options.use_context,
+                  claim_calls=options.claim_calls if options.claim_calls in JUDGING_MODES else JUDGING_MODES[0])
+    params.update({f"reasoning_{stage}": stage in options.reasoning for stage in REASONING_STAGES})
     return params
+
+
+def options_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The judging options a trial's parameters set (``JudgeOptions`` names)."""
+    params = {LEGACY_PARAMS.get(k, k): v for k, v in params.items()}
+    changes = {"reasoning": tuple(stage for stage in REASONING_STAGES if params.get(f"reasoning_{stage}"))}
+    changes.update({k: params[k] for k in ("use_context", "claim_calls") if k in params})
+    return changes
 
 
 def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tuple[Vista, str]:
@@ -57,10 +70,7 @@ def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tupl
     demos = pool.pick(from_pool, params["selection_seed"])
     demos.update({name: getattr(base, name).demos[:k] for name, k in budgets.items() if name not in from_pool})
     program = install(base, demos, budgets, top_up=base)
-    program.use_context = params["context"]
-    program.reasoning = tuple(stage for stage in REASONING_STAGES if params.get(f"cot_{stage}"))
-    program.claim_calls = params.get("claim_calls", base.claim_calls)
-    return program, params["adapter"]
+    return program.with_options(**options_of(params)), params["adapter"]
 
 
 def run_study(
@@ -90,7 +100,7 @@ def run_study(
     base = base or Vista.from_program(SEED_PROGRAM)
     meter = Meter()
     pool = labeled_pool(base, train, meter=meter, want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()},
-                        on_dialogue=lambda d: log(f"  demo pool: judged the human claims of {d.id}"))
+                        on_dialogue=lambda v: log(f"  demo pool: judged the human claims of {v.dialogue_id}"))
     log(f"demo pool: {pool.sizes()}")
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True)
     # Seeded by the trials so far: a resumed session seeded alike would sample what the session before it sampled
@@ -111,10 +121,10 @@ def run_study(
             params[f"demos_{name}"] = trial.suggest_int(f"demos_{name}", 0, high)
         params["selection_seed"] = trial.suggest_int("selection_seed", 0, 9)
         params["adapter"] = trial.suggest_categorical("adapter", list(adapters))
-        params["context"] = trial.suggest_categorical("context", [False, True])
+        params["use_context"] = trial.suggest_categorical("use_context", [False, True])
         params["claim_calls"] = trial.suggest_categorical("claim_calls", list(JUDGING_MODES))
         for stage in REASONING_STAGES:  # Predict or ChainOfThought, per stage
-            params[f"cot_{stage}"] = trial.suggest_categorical(f"cot_{stage}", [False, True])
+            params[f"reasoning_{stage}"] = trial.suggest_categorical(f"reasoning_{stage}", [False, True])
         program, adapter = program_from_params(base, pool, params)
         trial_meter = Meter()
         log(f"trial {trial.number}: {params}")
@@ -190,38 +200,37 @@ def _combine_one_factor_winners(study, _trial) -> None:
 
 
 @dataclass
-class Gate:
-    """The study's best trial against its base trial on the same dev turns (exact McNemar on turn correctness)."""
+class StudyGate:
+    """The study's best trial against its base trial on the same dev turns (``gate.Gate`` on turns)."""
 
     best: int
     base: int | None
-    test: dict[str, Any] | None
-    alpha: float
+    gate: Gate
 
     @property
     def passed(self) -> bool:
         """The best trial is not the base, is right on more turns, and the difference is significant at alpha."""
-        return beats(self.test, self.alpha)
+        return self.base is not None and self.best != self.base and self.gate.passed
 
     def describe(self) -> str:
         if self.base is None:
             return "the study has no base trial to compare with"
         if self.best == self.base:
             return f"the best trial is the base program's own (trial {self.base})"
-        return describe_paired(self.test, self.alpha, f"trial {self.best}", f"base trial {self.base}")
+        return "; ".join(self.gate.describe(f"trial {self.best}"))
 
 
-def gate(study, alpha: float = 0.05) -> Gate:
+def gate(study, alpha: float = 0.05) -> StudyGate:
     """Compare the best completed trial with the base trial (the one enqueued with ``base`` in its user attrs)."""
     best = study.best_trial
     base = next((t for t in study.trials if "base" in t.user_attrs and t.value is not None), None)
     if base is None or base.number == best.number:
-        return Gate(best.number, base.number if base else None, None, alpha)
+        return StudyGate(best.number, base.number if base else None, Gate(alpha=alpha))
     try:
-        test = paired_turns(best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", ""))
+        test = PairedTest.of_strings(best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", ""))
     except ValueError:
         raise ValueError(f"trials {best.number} and {base.number} were not scored on the same dev turns") from None
-    return Gate(best.number, base.number, test, alpha)
+    return StudyGate(best.number, base.number, Gate(alpha=alpha, turns=test, base=f"base trial {base.number}"))
 
 
 def study_tables(study) -> tuple[Any, dict[str, float]]:

@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from ..local import DEFAULT_PORT
-from ..program import DEFAULT_CLAIM_CALLS
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
@@ -21,7 +20,6 @@ from .common import (
     Backend,
     BackendOption,
     CacheOption,
-    ClaimCalls,
     ClaimCallsOption,
     DataDirOption,
     GgufOption,
@@ -37,7 +35,7 @@ from .common import (
     fail,
     model_setup,
     progress_bar,
-    ray_backend,
+    judge_backend,
     run_errors,
     slug,
 )
@@ -56,7 +54,7 @@ def benchmark(
                                                 "no-history, zero-shot, contradiction-check; and the judging "
                                                 "modes batched, joint, batched-dialogue (batched, with one "
                                                 "Decompose call per dialogue).")] = "",
-    claim_calls: ClaimCallsOption = ClaimCalls(DEFAULT_CLAIM_CALLS),
+    claim_calls: ClaimCallsOption = None,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
@@ -105,15 +103,16 @@ def benchmark(
     program = program or program_for_model(model)
     err.print(f"VISTA program: {program}", highlight=False)
     plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
-                claim_calls=claim_calls.value, threads=threads or lm_setup.threads, settings=config.run_settings())
+                claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),
+                label_probabilities=lm_setup.label_probabilities)
     out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
     use_cache_for(config)
 
     progress = progress_bar()
     with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
-        result = run_benchmark(plan, config.build(), out, adapter=config.build_adapter(),
+        result = run_benchmark(plan, judge_backend(backend, config, lm_setup, address=address, workers=workers,
+                                                   api_base=api_base, threads=threads), out,
                                short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
-                               remote=ray_backend(backend, config, address, workers, api_base),
                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
     sys.stdout.write(markdown(result.tables))
     if result.interrupted:

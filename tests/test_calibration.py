@@ -1,0 +1,236 @@
+"""Label probabilities and calibration: reading a label's distribution from token log-probabilities, fitting a
+calibration on synthetic claims, judging with one (and without probabilities), and the cross-fitted choice."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from fakes import FakeOpenAIServer, RuleEngine, rule_lm
+from helpers import assistant, dialogue, user
+from vista_dspy import Calibration, Category, Vista
+from vista_dspy.calibration import ClaimProbe, decisions, fit
+from vista_dspy.cli import app
+from vista_dspy.data import load_dialogues
+from vista_dspy.label_probabilities import label_distribution, label_distributions
+from vista_dspy.models import ModelConfig
+from vista_dspy.signatures import VERIFY_LABEL
+
+LABELS = ("VERIFIED", "UNVERIFIABLE")
+DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
+
+
+def logprobs(*tokens):
+    """OpenAI-style logprobs: each token a (text, {alternative: probability}) pair."""
+    return {"content": [{"token": text, "logprob": 0.0,
+                         "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in (tops or {text: 1}).items()]}
+                        for text, tops in tokens]}
+
+
+# ---- reading distributions ---------------------------------------------------------------------------------------
+def test_the_distribution_is_read_at_the_labels_first_token_and_normalised():
+    answer = logprobs(('{"explanation": "x", ', None), ('"label": "', None),
+                      ("VER", {"VER": 0.6, "UN": 0.2, " VER": 0.15, "Yes": 0.05}), ('IFIED"}', None))
+    distribution = label_distribution(answer, "label", LABELS)
+    assert distribution == pytest.approx({"VERIFIED": 0.75, "UNVERIFIABLE": 0.25})  # " VER" and "Yes" left out
+
+
+def test_a_value_that_starts_inside_a_token_counts_alternatives_with_the_same_lead():
+    answer = logprobs(('{"label":', None), (' "UN', {' "UN': 0.5, ' "VER': 0.3, " UN": 0.2}), ('VERIFIABLE"}', None))
+    assert label_distribution(answer, "label", LABELS) == pytest.approx({"VERIFIED": 0.375, "UNVERIFIABLE": 0.625})
+
+
+def test_provider_objects_chat_answers_batches_and_unreadable_positions():
+    as_objects = SimpleNamespace(content=[
+        SimpleNamespace(token="[[ ## label ## ]]\n", logprob=0.0, top_logprobs=[]),
+        SimpleNamespace(token="VER", logprob=0.0, top_logprobs=[SimpleNamespace(token="VER", logprob=math.log(0.9)),
+                                                                SimpleNamespace(token="UN", logprob=math.log(0.1))]),
+        SimpleNamespace(token="IFIED", logprob=0.0, top_logprobs=[])])
+    assert label_distribution(as_objects, "label", LABELS) == pytest.approx({"VERIFIED": 0.9, "UNVERIFIABLE": 0.1})
+    batch = logprobs(('[{"claim": 1, "label": "', None), ("VER", {"VER": 0.9, "UN": 0.1}),
+                     ('IFIED"}, {"claim": 2, "label": "', None), ("UN", {"UN": 0.7, "VER": 0.3}), ('VERIFIABLE"}]', None))
+    found = label_distributions(batch, "label", LABELS)
+    assert [d["VERIFIED"] for d in found] == pytest.approx([0.9, 0.3])
+    ambiguous = logprobs(('"label": "', None), ("UN", {"UN": 1.0}), ('KNOWN"', None))
+    assert label_distributions(ambiguous, "label", ("UNKNOWN", "UNVERIFIABLE")) == [None]
+    assert label_distributions(None, "label", LABELS) == []
+
+
+# ---- fitting ------------------------------------------------------------------------------------------------------
+def synthetic_probes():
+    """A model that verifies too easily (annotators verify only above 0.8) and says CONTRADICTED where annotators say
+    OUT-OF-SCOPE; its own labels get 20 of 40 claims right."""
+    probes = []
+    for i in range(40):
+        kind = ("VERIFIED", "LACKING EVIDENCE", "OUT-OF-SCOPE", "LACKING EVIDENCE")[i % 4]
+        p = 0.85 + 0.003 * i if kind == "VERIFIED" else 0.55 + 0.005 * i if i % 4 == 1 else 0.1
+        categories = ({"CONTRADICTED": 0.5, "OUT-OF-SCOPE": 0.35, "LACKING EVIDENCE": 0.1, "ABSTENTION": 0.05}
+                      if kind == "OUT-OF-SCOPE" else
+                      {"LACKING EVIDENCE": 0.6, "CONTRADICTED": 0.3, "OUT-OF-SCOPE": 0.05, "ABSTENTION": 0.05})
+        raw = "VERIFIED" if p >= 0.5 else max(categories, key=categories.get)
+        probes.append(ClaimProbe(dialogue_id=f"d{i // 4}", turn_index=1, position=i % 4, claim=f"claim {i}",
+                                 gold=kind, raw=raw, verify={"VERIFIED": p, "UNVERIFIABLE": 1 - p},
+                                 categorize=categories))
+    return probes
+
+
+def test_fitting_on_synthetic_probabilities_finds_the_threshold_and_the_offsets():
+    probes = synthetic_probes()
+    unverified_top = max(p.verify["VERIFIED"] for p in probes if p.gold != "VERIFIED")
+    verified_bottom = min(p.verify["VERIFIED"] for p in probes if p.gold == "VERIFIED")
+    assert sum(p.raw == p.gold for p in probes) == 20
+    calibration = fit(probes, "accuracy")
+    assert unverified_top < calibration.verify_threshold <= verified_bottom
+    offsets = calibration.categorize_offsets
+    assert offsets.get("OUT-OF-SCOPE", 0) - offsets.get("CONTRADICTED", 0) > math.log(0.5 / 0.35)
+    assert decisions(probes, calibration) == [p.gold for p in probes]
+    likelihood = fit(probes, "likelihood")
+    right = sum(d == p.gold for d, p in zip(decisions(probes, likelihood), probes))
+    assert right > sum(p.raw == p.gold for p in probes)
+
+
+def test_fitting_without_probabilities_is_no_calibration():
+    bare = [p.model_copy(update={"verify": None}) for p in synthetic_probes()]
+    assert fit(bare).identity and decisions(bare, fit(bare)) == [p.raw for p in bare]
+
+
+# ---- judging with probabilities ----------------------------------------------------------------------------------
+MARKED = dialogue(user("Tell me about Lisbon."),
+                  assistant("Lisbon is the capital of Portugal. Lisbon has ten hills <<PV=35>>.", DOC))
+
+
+def judge_over_http(dlg, model="hosted_vllm/fake", logprobs=True, **options):
+    with FakeOpenAIServer(logprobs=logprobs) as server:
+        lm = ModelConfig(model=model, api_base=server.url, num_retries=0, cache=False).build()
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            return Vista.from_program(None, **options)(dlg)
+
+
+@pytest.mark.parametrize("model", ["hosted_vllm/fake", "openai/fake"])  # DSPy's native engine, and litellm
+def test_probabilities_are_parsed_from_the_endpoints_log_probabilities(model):
+    verdict = judge_over_http(MARKED, model)
+    supported, marked = verdict.turns[0].claims
+    assert supported.probabilities.verify == pytest.approx({"VERIFIED": 0.9, "UNVERIFIABLE": 0.1})
+    assert marked.probabilities.verify == pytest.approx({"VERIFIED": 0.35, "UNVERIFIABLE": 0.65})
+    assert marked.probabilities.categorize["LACKING EVIDENCE"] == pytest.approx(0.7)
+    assert supported.raw_label is None  # no calibration: the category is the model's own
+
+
+@pytest.mark.parametrize("mode", ["batched", "joint"])
+def test_a_batched_answer_gives_each_claim_its_own_distribution(mode):
+    verdict = judge_over_http(MARKED, claim_calls=mode)
+    supported, marked = verdict.turns[0].claims
+    assert supported.probabilities.verify["VERIFIED"] == pytest.approx(0.9)
+    assert marked.probabilities.verify["VERIFIED"] == pytest.approx(0.35)
+    assert marked.probabilities.categorize["LACKING EVIDENCE"] == pytest.approx(0.7)
+
+
+def test_an_endpoint_without_log_probabilities_leaves_judging_unchanged():
+    with_them = judge_over_http(MARKED)
+    without = judge_over_http(MARKED, logprobs=False)
+    assert [c.category for c in without.turns[0].claims] == [c.category for c in with_them.turns[0].claims]
+    assert all(c.probabilities is None for c in without.turns[0].claims)
+
+
+def test_a_calibration_decides_where_probabilities_are_known():
+    raw = judge_over_http(MARKED)
+    assert raw.turns[0].claims[1].category is Category.LACKING_EVIDENCE and raw.turns[0].label == "hallucinated"
+    with FakeOpenAIServer() as server:
+        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
+        program = Vista.from_program(None)
+        program.calibration = Calibration(verify_threshold=0.3)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            verdict = program(MARKED)
+            bare = Vista.from_program(None, label_probabilities=False)
+            bare.calibration = program.calibration
+            unchanged = bare(MARKED)
+    marked = verdict.turns[0].claims[1]
+    assert marked.category is Category.VERIFIED and marked.raw_label == "UNVERIFIABLE"
+    assert verdict.turns[0].label == "faithful"
+    assert unchanged.turns[0].claims[1].category is Category.LACKING_EVIDENCE  # no probabilities: its own label
+
+
+def test_a_calibrated_program_saves_loads_and_judges_identically(tmp_path):
+    program = Vista.from_program(None)
+    program.calibration = Calibration(verify_threshold=0.3, categorize_offsets={"OUT-OF-SCOPE": 1.0})
+    path = program.save_program(tmp_path / "calibrated.json")
+    loaded = Vista.from_program(path)
+    with FakeOpenAIServer() as server:
+        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            before, after = program(MARKED), loaded(MARKED)
+    assert after.model_dump(exclude={"program"}) == before.model_dump(exclude={"program"})
+
+
+def test_the_cli_says_once_that_calibration_is_off_when_the_endpoint_gives_no_probabilities(tmp_path, dev_file):
+    program = Vista.from_program(None)
+    program.calibration = Calibration(verify_threshold=0.3)
+    path = program.save_program(tmp_path / "calibrated.json")
+    with FakeOpenAIServer(logprobs=False) as server:
+        result = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
+                                          server.url, "--program", str(path), "--limit", "3", "--no-cache",
+                                          "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert "calibrated: VERIFIED at p >= 0.300" in output
+    assert output.count("calibration is off") == 1
+
+
+# ---- choosing on claims ------------------------------------------------------------------------------------------
+def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatch, dev_file):
+    from vista_dspy import choosing
+
+    train = [d for d in load_dialogues(dev_file) if d.judged_turns][:8]
+    owner = {c.text: d.id for d in train for i in d.judged_turns for c in (d.turns[i].gold.claims or [])}
+    turns = {d.turns[i].text: d.id for d in train for i in d.judged_turns}
+    seen = []
+    probe, matches = choosing.probe, choosing._matches
+
+    def recording_probe(program, dialogues, **kwargs):
+        judged = {d.id for d in dialogues}
+        shown = {owner.get(demo.get("claim")) for name in ("verify", "categorize")
+                 for demo in getattr(program, name).demos}
+        seen.append((judged, shown))
+        return probe(program, dialogues, **kwargs)
+
+    def recording_matches(program, dialogues, meter):
+        seen.append(({d.id for d in dialogues}, {turns.get(demo.get("turn")) for demo in program.decompose.demos}))
+        return matches(program, dialogues, meter)
+
+    monkeypatch.setattr(choosing, "probe", recording_probe)
+    monkeypatch.setattr(choosing, "_matches", recording_matches)
+    budgets = {"decompose": 3, "verify": 3, "categorize": 3}
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        program, record = choosing.choose_on_claims(Vista.from_program(None), train, budgets, folds=2)
+    cross = [(judged, shown) for judged, shown in seen if shown - {None}]
+    assert len(cross) >= 4  # two folds of Verify / Categorize demos, two of Decompose demos (and batched)
+    for judged, shown in cross:
+        assert not judged & shown
+    assert record["variants"]["base + none"]["claims"] == sum(len(d.turns[i].gold.claims) for d in train
+                                                              for i in d.judged_turns)
+    assert set(record["variants"]) == {f"{d} + {o}" for d in ("base", "pool")
+                                       for o in ("none", "accuracy", "likelihood")}
+
+
+def test_the_claims_optimizer_calibrates_when_the_endpoint_gives_probabilities(tmp_path, dev_file):
+    from vista_dspy.optimize import compile_program
+
+    dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
+    with FakeOpenAIServer() as server:
+        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            result = compile_program(dialogues[:10], dialogues[10:13], optimizer="claims",
+                                     budgets={"decompose": 2, "verify": 2, "categorize": 4}, alpha=1.0)
+    choice = result.meta.choice
+    assert choice["chosen"] in choice["variants"] and choice["mode"]["chosen"] in ("per-claim", "batched")
+    probes = choice["variants"]["base + none"]["claims"]
+    assert probes == sum(len(d.turns[i].gold.claims) for d in dialogues[:10] for i in d.judged_turns)
+    if choice["chosen"].endswith("none"):
+        assert result.program.calibration is None
+    else:
+        assert result.program.calibration is not None and choice["calibration"]["claims"] == probes
+    assert result.meta.gate["claims"]["items"] > 0 and result.meta.gate["turns"]["items"] > 0
+    assert json.loads(json.dumps(result.meta.model_dump()))  # the meta is plain JSON

@@ -1,0 +1,238 @@
+"""A compiled program is one typed thing: the judging options record, the program file (demos, options,
+calibration) identified by its content, applied the same way by every entry point; the runner's backends; the
+gate on constructed data."""
+
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from fakes import FakeOpenAIServer, RuleEngine, rule_lm
+from helpers import assistant, dialogue, user
+from vista_dspy import Calibration, JudgeOptions, Vista
+from vista_dspy.bench import ABLATIONS, Plan, build_system, run_benchmark
+from vista_dspy.cli import app
+from vista_dspy.compiled import read_program
+from vista_dspy.data import load_dialogues
+from vista_dspy.gate import Gate, PairedTest
+from vista_dspy.models import ModelConfig
+from vista_dspy.options import FLAG_NAMES, NOT_SAVED, from_flags
+from vista_dspy.runner import Concurrent, RunConflict, Threads, evaluate
+
+DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
+DLG = dialogue(user("Tell me about Lisbon."), assistant("Lisbon is the capital of Portugal. Lisbon has ten hills.", DOC))
+
+
+def saved_batched_program(path, **options):
+    """The seed program with other demos and options, saved as a program file."""
+    program = Vista.from_program(None, claim_calls="batched", use_context=True, **options)
+    program.verify.demos = program.verify.demos[:2]
+    return program.save_program(path)
+
+
+# ---- the options record -----------------------------------------------------------------------------------------
+def test_options_are_validated_once_and_in_one_vocabulary():
+    options = JudgeOptions(reasoning="categorize,verify")
+    assert options.reasoning == ("verify", "categorize")  # stage order, whatever the order given
+    with pytest.raises(ValueError, match="unknown judging option context"):
+        options.replace(context=True)  # the CLI's name is not the option's
+    with pytest.raises(ValueError, match="per-claim judging only"):
+        JudgeOptions(explain_verified=False, claim_calls="batched")
+    with pytest.raises(ValueError, match="frozen"):
+        options.use_context = True  # changed only through replace
+    assert from_flags(context=True, history=None, judge_given_claims=True) == {"use_context": True,
+                                                                               "given_claims": True}
+    assert set(FLAG_NAMES.values()) <= set(JudgeOptions.model_fields)
+    assert not set(NOT_SAVED) & set(options.saved())
+    for changes in ABLATIONS.values():  # the benchmark's ablations speak the same vocabulary
+        assert set(changes) <= set(JudgeOptions.model_fields)
+
+
+def test_the_constructor_validates_through_the_record():
+    assert Vista(use_context=True).options.use_context
+    with pytest.raises(ValueError, match="unknown judging option"):
+        Vista(use_ctx=True)
+    judge = Vista()
+    other = judge.with_options(claim_calls="joint")
+    assert judge.options.claim_calls == "per-claim" and other.options.claim_calls == "joint"
+
+
+# ---- the program file -------------------------------------------------------------------------------------------
+def test_a_program_file_holds_demos_options_and_calibration_and_round_trips(tmp_path):
+    program = Vista.from_program(None, claim_calls="batched")
+    program.calibration = Calibration(verify_threshold=0.3, categorize_offsets={"CONTRADICTED": -1.5})
+    path = program.save_program(tmp_path / "p.json")
+    section = json.loads(path.read_text())["vista"]
+    assert section["options"]["claim_calls"] == "batched" and section["calibration"]["verify_threshold"] == 0.3
+    assert not set(NOT_SAVED) & set(section["options"])
+    loaded = Vista.from_program(path)
+    assert loaded.options == program.options and loaded.calibration == program.calibration
+    assert loaded.content_hash() == program.content_hash() == read_program(path).content_hash
+    assert [dict(d) for d in loaded.verify.demos] == [dict(d) for d in program.verify.demos]
+
+
+def test_the_content_hash_follows_demos_options_and_calibration():
+    seed = Vista.from_program(None)
+    fewer = seed.deepcopy()
+    fewer.verify.demos = fewer.verify.demos[:1]
+    calibrated = seed.deepcopy()
+    calibrated.calibration = Calibration(verify_threshold=0.4)
+    hashes = {seed.content_hash(), fewer.content_hash(), seed.with_options(use_context=True).content_hash(),
+              calibrated.content_hash()}
+    assert len(hashes) == 4
+    # Run modes and the endpoint's settings do not change what the program is.
+    assert seed.with_options(given_claims=True, short_answer_tokens=9).content_hash() == seed.content_hash()
+
+
+def test_a_program_file_from_before_options_were_saved_takes_them_from_its_meta(tmp_path):
+    state = Vista.from_program(None).dump_state()
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    (tmp_path / "old.meta.json").write_text(json.dumps({"options": {"use_context": True, "claim_calls": "batched"}}))
+    old = Vista.from_program(tmp_path / "old.json")
+    assert old.options.use_context and old.options.claim_calls == "batched" and old.calibration is None
+
+
+def test_from_program_applies_saved_options_and_a_change_wins(tmp_path):
+    path = saved_batched_program(tmp_path / "p.json")
+    judge = Vista.from_program(path)
+    assert judge.options.claim_calls == "batched" and judge.options.use_context and len(judge.verify.demos) == 2
+    assert Vista.from_program(path, claim_calls="per-claim").options.claim_calls == "per-claim"
+
+
+def test_vista_benchmark_applies_a_programs_saved_options(tmp_path, dev_file):
+    path = saved_batched_program(tmp_path / "p.json")
+    assert build_system("vista", program=str(path)).options.claim_calls == "batched"
+    assert build_system("vista-no-ac", program=str(path)).options.use_context  # the ablation changes only -AC
+    engine = RuleEngine()
+    plan = Plan(datasets={"vista-human": dev_file}, systems=["vista"], n=2, seed=0, model="fake/rules",
+                program=str(path))
+    result = run_benchmark(plan, Threads(rule_lm(engine), dspy.JSONAdapter()), tmp_path / "bench")
+    [run] = result.runs.values()
+    assert all(v.options["claim_calls"] == "batched" and v.options["use_context"] for v in run.verdicts)
+    assert engine.inputs_of("verify_batch") and not engine.inputs_of("verify")
+
+
+def test_a_program_compiled_in_batched_mode_is_judged_batched_by_vista_evaluate(tmp_path, dev_file):
+    from vista_dspy.optimize import compile_program, save_compiled
+
+    dialogues = load_dialogues(dev_file)
+    base = Vista.from_program(None, claim_calls="batched")
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
+        result = compile_program(dialogues[:6], dialogues[6:8], optimizer="labeled", base=base,
+                                 budgets={"decompose": 1, "verify": 1, "categorize": 1})
+    path = save_compiled(result, "batched-model", tmp_path)
+    assert read_program(path).options["claim_calls"] == "batched"
+    with FakeOpenAIServer() as server:
+        out = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
+                                       server.url, "--program", str(path), "--limit", "2", "--out",
+                                       str(tmp_path / "run"), "--no-cache"])
+        assert out.exit_code == 0, out.output
+        assert server.engine.inputs_of("verify_batch") and not server.engine.inputs_of("verify")
+    assert "applies its saved options: claim_calls=batched" in " ".join(out.output.split())
+    verdicts = [json.loads(line) for line in (tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()]
+    assert {v["options"]["claim_calls"] for v in verdicts} == {"batched"}
+
+
+def test_a_flag_wins_over_a_saved_option_and_is_recorded(tmp_path, dev_file):
+    path = saved_batched_program(tmp_path / "p.json")
+    with FakeOpenAIServer() as server:
+        out = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
+                                       server.url, "--program", str(path), "--limit", "1", "--claim-calls",
+                                       "per-claim", "--out", str(tmp_path / "run"), "--no-cache"])
+        assert out.exit_code == 0, out.output
+        assert server.engine.inputs_of("verify") and not server.engine.inputs_of("verify_batch")
+    assert "flags override program" in " ".join(out.output.split())
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["claim_calls"] == "per-claim" and run["use_context"] is True
+
+
+def test_a_recompiled_program_under_the_same_name_does_not_resume_an_old_run(tmp_path, dev_file):
+    dialogues = load_dialogues(dev_file)[:3]
+    path = saved_batched_program(tmp_path / "local.json")
+    first = Vista.from_program(path)
+    evaluate(dialogues[:1], first, rule_lm(), out_dir=tmp_path / "run", settings={"model": "m"})
+    recompiled = Vista.from_program(path)
+    recompiled.verify.demos = recompiled.verify.demos[:1]
+    recompiled.save_program(path)  # same name, other content
+    with pytest.raises(RunConflict, match=r"program '.*local\.json' of other content"):
+        evaluate(dialogues, Vista.from_program(path), rule_lm(), out_dir=tmp_path / "run", settings={"model": "m"})
+    resumed = evaluate(dialogues, first, rule_lm(), out_dir=tmp_path / "run", settings={"model": "m"})
+    assert resumed.resumed == 1  # the same content resumes
+
+
+@pytest.mark.ray
+def test_a_ray_worker_judges_with_the_in_memory_program_it_was_given(tmp_path, dev_file):
+    ray = pytest.importorskip("ray")
+    import os
+
+    from vista_dspy.distributed import RayBackend
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    dialogues = load_dialogues(dev_file)[:4]
+    program = Vista.from_program(None, use_context=True)
+    program.verify.demos = []  # never saved: a worker that reloads the seed by name would show six demos
+    program.program_name = "trial-7"
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"Ray cannot start here: {exc}")
+    try:
+        with FakeOpenAIServer() as server:
+            config = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False)
+            local = evaluate(dialogues, program, Threads(config.build()))
+            local_messages = list(server.engine.message_counts)
+            remote = evaluate(dialogues, program, RayBackend(config, workers=1))
+            remote_messages = server.engine.message_counts[len(local_messages):]
+    finally:
+        ray.shutdown()
+    assert [v.model_dump(exclude={"usage"}) for v in remote.verdicts] == \
+        [v.model_dump(exclude={"usage"}) for v in local.verdicts]
+    assert sorted(remote_messages) == sorted(local_messages)
+    assert {v.program for v in remote.verdicts} == {"trial-7"}
+
+
+# ---- the runner's backends -------------------------------------------------------------------------------------
+def test_a_backend_takes_only_what_applies_to_it(dev_file):
+    dialogues = load_dialogues(dev_file)[:3]
+    with pytest.raises(TypeError):
+        Threads(rule_lm(), concurrency=4)  # noqa: the threaded backend has no request bound
+    threaded = evaluate(dialogues, Vista.from_program(None), Threads(rule_lm(), threads=2))
+    concurrent = evaluate(dialogues, Vista.from_program(None), Concurrent(rule_lm(), requests=4))
+    assert [v.model_dump(exclude={"usage"}) for v in threaded.verdicts] == \
+        [v.model_dump(exclude={"usage"}) for v in concurrent.verdicts]
+
+
+# ---- the claim decision, one rule in every mode -----------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["per-claim", "batched", "joint"])
+def test_categorize_all_asks_about_verified_claims_without_changing_a_verdict(mode):
+    engine = RuleEngine()
+    with dspy.context(lm=rule_lm(engine), adapter=dspy.JSONAdapter()):
+        plain = Vista(claim_calls=mode)(DLG)
+        probed = Vista(claim_calls=mode, categorize_all=True)(DLG)
+    assert [c.category for c in probed.turns[0].claims] == [c.category for c in plain.turns[0].claims]
+    asked = [i["claim"] for i in engine.inputs_of("categorize")]
+    asked += [line.split(". ", 1)[1] for i in engine.inputs_of("categorize_batch") for line in i["claims"].splitlines()]
+    assert "Lisbon is the capital of Portugal." in asked  # verified, and asked anyway
+
+
+# ---- the gate on constructed data -------------------------------------------------------------------------------
+def test_the_gate_passes_a_program_with_more_turns_and_significantly_better_claims():
+    turns = PairedTest.of([True] * 6 + [False] * 4, [True] * 4 + [False] * 6)  # 2 more turns, p = 0.5
+    claims = PairedTest.of([True] * 40 + [False] * 10, [True] * 25 + [False] * 25)  # 15 more claims, p < 0.001
+    gate = Gate(alpha=0.05, turns=turns, claims=claims)
+    assert gate.passed and gate.claims.pvalue < 0.001 and gate.turns.pvalue > 0.05
+    assert gate.describe()[-1].endswith("passed")
+
+
+def test_the_gate_fails_a_program_with_fewer_turns_or_claims_that_are_not_significantly_better():
+    more_claims = PairedTest.of([True] * 40 + [False] * 10, [True] * 25 + [False] * 25)
+    fewer_turns = PairedTest.of([True] * 4 + [False] * 6, [True] * 5 + [False] * 5)
+    assert not Gate(alpha=0.05, turns=fewer_turns, claims=more_claims).passed
+    more_turns = PairedTest.of([True] * 6 + [False] * 4, [True] * 4 + [False] * 6)
+    barely = PairedTest.of([True] * 27 + [False] * 23, [True] * 25 + [False] * 25)  # 2 more claims, p = 0.5
+    assert not Gate(alpha=0.05, turns=more_turns, claims=barely).passed
+    # Without human claims the turns themselves must be significantly better.
+    assert not Gate(alpha=0.05, turns=more_turns).passed
+    assert Gate(alpha=1.0, turns=more_turns).passed  # alpha 1: any net win
+    assert not Gate(alpha=0.05).passed

@@ -1,0 +1,206 @@
+"""Per-model calibration: a handful of numbers that turn a model's label probabilities into decisions.
+
+A small judge's labels are biased (the 1.5B local model says CONTRADICTED for 13 % of claims where annotators say
+1 %). Contextual calibration corrects such a bias with one number per label (Zhao et al. 2021, "Calibrate Before
+Use"); here, following the method's two questions:
+
+- Verify: a claim is VERIFIED when the model's probability of VERIFIED reaches ``verify_threshold`` (0.5 is the
+  model's own choice between two labels);
+- Categorize: the category with the highest log-probability plus its ``categorize_offsets`` entry (prior
+  correction; all zero is the model's own choice).
+
+A claim without probabilities (the endpoint gave none) keeps the model's own label. The seed program has no
+calibration. ``fit`` chooses the numbers on human-labelled claims (``ClaimProbe`` records); fitting is arithmetic
+on saved probabilities, no LM call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .schema import Category
+
+CATEGORIES: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
+# Probabilities this small count as this (a label the endpoint's top alternatives did not list at all).
+FLOOR = 1e-6
+
+
+class Calibration(BaseModel):
+    """How one model's label probabilities become decisions (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    verify_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
+    categorize_offsets: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("categorize_offsets")
+    @classmethod
+    def _known_categories(cls, offsets: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(offsets) - set(CATEGORIES))
+        if unknown:
+            raise ValueError(f"offsets for unknown categories {', '.join(unknown)}; known: {', '.join(CATEGORIES)}")
+        return {c: float(offsets[c]) for c in CATEGORIES if c in offsets}
+
+    @property
+    def identity(self) -> bool:
+        return self.verify_threshold == 0.5 and not any(self.categorize_offsets.values())
+
+    def verified(self, probabilities: Mapping[str, float]) -> bool:
+        return probabilities["VERIFIED"] >= self.verify_threshold
+
+    def category(self, probabilities: Mapping[str, float]) -> str:
+        def score(category: str) -> float:
+            return math.log(max(probabilities.get(category, 0.0), FLOOR)) + self.categorize_offsets.get(category, 0.0)
+
+        return max(CATEGORIES, key=score)
+
+    def describe(self) -> str:
+        offsets = ", ".join(f"{c} {v:+.2f}" for c, v in self.categorize_offsets.items() if v)
+        return f"VERIFIED at p >= {self.verify_threshold:.3f}" + (f"; category offsets {offsets}" if offsets else "")
+
+
+def decide(calibration: Calibration | None, verify: Mapping[str, float] | None, raw_verified: bool,
+           categorize: Mapping[str, float] | None = None, raw_category: str | None = None) -> tuple[bool, str | None]:
+    """(verified?, category of an unverified claim): calibrated where the probabilities are known, else the
+    model's own labels."""
+    if calibration is None:
+        return raw_verified, raw_category
+    verified = calibration.verified(verify) if verify is not None else raw_verified
+    category = calibration.category(categorize) if categorize is not None else raw_category
+    return verified, category
+
+
+def category_of(verified: bool, category: str | None) -> Category | None:
+    return Category.VERIFIED if verified else (Category(category) if category is not None else None)
+
+
+# ---- fitting on human-labelled claims -----------------------------------------------------------------------------
+# The decision space, in this order: VERIFIED, then the four categories.
+LABELS: tuple[str, ...] = ("VERIFIED", *CATEGORIES)
+UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
+OBJECTIVES = ("accuracy", "likelihood")
+# The accuracy search: thresholds on the logit of P(VERIFIED), offsets (relative to LACKING EVIDENCE's, which is 0).
+THRESHOLD_LOGITS = tuple(x / 4 for x in range(-24, 25))
+OFFSET_GRID = tuple(x / 2 for x in range(-12, 13))
+
+
+class ClaimProbe(BaseModel):
+    """One human-labelled claim as a model judged it with both stages (``JudgeOptions.categorize_all``): what
+    calibration is fitted on and scored with."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dialogue_id: str
+    turn_index: int
+    position: int = 0  # the claim's place in its turn
+    claim: str
+    gold: str  # one of LABELS
+    raw: str  # the model's own decision: one of LABELS, or ERROR
+    verify: dict[str, float] | None = None
+    categorize: dict[str, float] | None = None
+
+    @property
+    def calibratable(self) -> bool:
+        return self.verify is not None and self.categorize is not None and self.raw != "ERROR"
+
+
+def decisions(probes: list[ClaimProbe], calibration: Calibration | None) -> list[str]:
+    """Each claim's decision (one of LABELS, or ERROR) under ``calibration`` (None: the model's own)."""
+    if calibration is None:
+        return [p.raw for p in probes]
+    return [("VERIFIED" if calibration.verified(p.verify) else calibration.category(p.categorize))
+            if p.calibratable else p.raw for p in probes]
+
+
+def _arrays(probes: list[ClaimProbe]):
+    import numpy as np
+
+    usable = [p for p in probes if p.calibratable]
+    verified = np.array([p.verify["VERIFIED"] for p in usable])
+    log_categories = np.log(np.maximum(np.array([[p.categorize.get(c, 0.0) for c in CATEGORIES] for p in usable]),
+                                       FLOOR))
+    gold = np.array([LABELS.index(p.gold) for p in usable])
+    return verified, log_categories, gold
+
+
+def fit(probes: list[ClaimProbe], objective: str = "accuracy") -> Calibration:
+    """The calibration that best matches the annotators on ``probes`` (claims without probabilities are left out).
+
+    ``accuracy``: a grid search for the threshold and offsets that make the most safe/unsafe decisions (what sets a
+    turn's label) agree, then the most five-way labels; ties go to the calibration closest to none.
+    ``likelihood``: the threshold and offsets that maximise the likelihood of the five-way labels (P(VERIFIED) shifted
+    on the logit scale; the categories' log-probabilities shifted by the offsets), with a small L2 pull to none.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown calibration objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    verified, log_categories, gold = _arrays(probes)
+    if len(gold) == 0:
+        return Calibration()
+    return (_fit_accuracy if objective == "accuracy" else _fit_likelihood)(verified, log_categories, gold)
+
+
+def _logit(p):
+    import numpy as np
+
+    p = np.clip(p, FLOOR, 1 - FLOOR)
+    return np.log(p) - np.log1p(-p)
+
+
+def _fit_accuracy(verified, log_categories, gold) -> Calibration:
+    import itertools
+
+    import numpy as np
+
+    unsafe_labels = np.array([label in UNSAFE for label in LABELS])
+    gold_unsafe = unsafe_labels[gold]
+    verified_logit = _logit(verified)
+    offsets = np.array([(0.0, *combo) for combo in itertools.product(OFFSET_GRID, repeat=len(CATEGORIES) - 1)])
+    # The category each claim gets under each offset vector: (offsets, claims).
+    category = np.argmax(log_categories[None, :, :] + offsets[:, None, :], axis=2) + 1
+    best, best_key = Calibration(), None
+    for threshold in THRESHOLD_LOGITS:
+        is_verified = verified_logit >= threshold
+        predicted = np.where(is_verified[None, :], 0, category)
+        safe_right = (unsafe_labels[predicted] == gold_unsafe[None, :]).sum(axis=1)
+        label_right = (predicted == gold[None, :]).sum(axis=1)
+        distance = np.abs(offsets).sum(axis=1) + abs(threshold)
+        # Most safe/unsafe agreements, then most labels, then closest to no calibration.
+        keys = safe_right * 10**6 + label_right * 10**3 - np.minimum(distance, 999)
+        i = int(np.argmax(keys))
+        if best_key is None or keys[i] > best_key:
+            best_key = keys[i]
+            best = _calibration(threshold, offsets[i])
+    return best
+
+
+def _fit_likelihood(verified, log_categories, gold, penalty: float = 0.05) -> Calibration:
+    import numpy as np
+    from scipy.optimize import minimize
+    from scipy.special import log_expit, logsumexp
+
+    verified_logit = _logit(verified)
+    is_verified = gold == 0
+
+    def loss(params):
+        threshold, offsets = params[0], np.concatenate([[0.0], params[1:]])
+        z = verified_logit - threshold
+        shifted = log_categories + offsets
+        log_category = shifted - logsumexp(shifted, axis=1, keepdims=True)
+        log_unverified = log_expit(-z)
+        picked = log_category[np.arange(len(gold)), np.maximum(gold - 1, 0)]
+        log_likelihood = np.where(is_verified, log_expit(z), log_unverified + picked)
+        return -log_likelihood.mean() + penalty * float(np.sum(params ** 2)) / len(params)
+
+    result = minimize(loss, np.zeros(len(CATEGORIES)), method="L-BFGS-B",
+                      bounds=[(-12, 12)] * len(CATEGORIES))
+    return _calibration(result.x[0], np.concatenate([[0.0], result.x[1:]]))
+
+
+def _calibration(threshold_logit: float, offsets) -> Calibration:
+    threshold = 1.0 / (1.0 + math.exp(-float(threshold_logit)))
+    threshold = min(max(threshold, 1e-6), 1 - 1e-6)
+    return Calibration(verify_threshold=threshold,
+                       categorize_offsets={c: round(float(o), 4) for c, o in zip(CATEGORIES, offsets) if o != 0})

@@ -1,0 +1,253 @@
+"""The ``claims`` optimizer: choose a model's program on the human-labelled claims of every training dialogue.
+
+A few dozen turns cannot tell a real gain from noise (a choice made on 29 turns won 8 points there and lost 15 on
+59 fresh ones); hundreds of human-labelled claims are four times as many items and answer exactly the questions
+Verify and Categorize ask. In a stated order, each choice by numbers pooled over claims and cross-fitted by dialogue
+(``probing.folds``: a demo is never scored on its own dialogue, a calibration never fitted on the claims it decides):
+
+1. The base program judges every training claim with both stages and label probabilities (``probing.probe``);
+   its agreeing answers become the demo pool (``optimize.pool_from_traces``).
+2. Each fold's claims are judged again by a program whose Verify / Categorize demos come from the other folds
+   (stratified by category; the base's hand-written demos fill a category the pool lacks).
+3. For the base's demos and the pool's, the model's own labels and each calibration objective (fitted on the other
+   folds): the variant with the best safe/unsafe claim decisions wins (ties: the simpler).
+4. Decompose: the base's demos against human claim lists from the other folds, by claim-set F1.
+5. The judging mode: the chosen variant in the batched mode (one Verify and one Categorize call per turn) replaces
+   per-claim judging unless it is significantly worse on the same claims (exact McNemar, ``alpha``).
+6. The program: the chosen demos drawn from the whole pool, the calibration refitted on every training claim.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .calibration import CATEGORIES, OBJECTIVES, ClaimProbe, fit
+from .gate import PairedTest
+from .metrics import match_claims
+from .optimize import Meter, Pool, install, one_item_per_call, pool_from_traces
+from .probing import claim_scores, cross_fitted, decision_right, folds, probe, probes_of
+from .program import Vista
+from .schema import Dialogue, DialogueVerdict
+
+JUDGED_STAGES = ("verify", "categorize")
+Log = Callable[[str], None]
+
+
+def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, int], *, seed: int = 0,
+                     folds: int = 2, threads: int = 1, alpha: float = 0.05, meter: Meter | None = None,
+                     log: Log = lambda message: None) -> tuple[Vista, dict[str, Any]]:
+    """The compiled program for the LM of the current dspy context, and the numbers of every choice (see the module
+    docstring). ``train``: annotated dialogues."""
+    meter = meter or Meter()
+    clock = _Clock()
+    split = _folds(train, folds, seed)
+    fold_of = {d.id: f for f, fold in enumerate(split) for d in fold}
+    per_claim = one_item_per_call(base)
+    record: dict[str, Any] = {"folds": [{"dialogues": len(f), "claims": _count_claims(f)} for f in split],
+                              "order": "demos and calibration together (every combination, cross-fitted), then "
+                                       "Decompose's demos, then the judging mode"}
+
+    log(f"1/5 the {base.program_name} program on the {_count_claims(train)} human claims of {len(train)} "
+        "training dialogues (both stages, label probabilities)")
+    verdicts, traces = probe(per_claim, train, threads=threads, on_dialogue=_progress(log, len(train), meter))
+    probes = {"base": _aligned(verdicts, train)}
+    pool = pool_from_traces(per_claim, train, traces)
+    record["pool"] = pool.sizes()
+    clock.lap(record, "base")
+
+    log(f"2/5 the claims of each fold judged with demos from the other folds' claims (pool {pool.sizes()})")
+    fold_verdicts: list[DialogueVerdict] = []
+    for f, fold in enumerate(split):
+        program = with_pool_demos(per_claim, pool.without({d.id for d in fold}), budgets, seed, JUDGED_STAGES)
+        fold_verdicts += probe(program, fold, threads=threads, on_dialogue=_progress(log, len(fold), meter))[0]
+    probes["pool"] = _aligned(fold_verdicts, train)
+    clock.lap(record, "pool")
+
+    log("3/5 calibrations, cross-fitted by fold")
+    variants, rights = _variants(probes, fold_of)
+    chosen = max(variants, key=lambda name: variants[name]["decision_accuracy"])  # first of equals: the simpler
+    demos_from, objective = chosen.split(" + ")
+    record["variants"] = variants
+    record["chosen"] = chosen
+    log("   " + "; ".join(f"{name}: {v['decision_accuracy']:.3f}" for name, v in variants.items()))
+    log(f"   chosen: {chosen}")
+
+    log("4/5 Decompose: the base's demos against human claim lists from the other folds (claim-set F1)")
+    record["decompose"] = _choose_decompose(per_claim, pool, train, split, budgets, seed, meter)
+    clock.lap(record, "decompose")
+    log(f"   {record['decompose']}")
+
+    claim_calls = "per-claim"
+    if base.options.claim_calls != "joint":
+        log("5/5 the judging mode: the chosen variant with a turn's claims in one call")
+        mode = _choose_mode(per_claim, pool, train, split, fold_of, budgets, seed, demos_from, objective,
+                            rights[chosen], threads, alpha, meter, log)
+        record["mode"] = mode
+        claim_calls = mode["chosen"]
+        if claim_calls == "batched":
+            probes["chosen"] = mode.pop("_probes")
+        mode.pop("_probes", None)
+        clock.lap(record, "mode")
+
+    program = per_claim.with_options(claim_calls=claim_calls, explain_verified=base.options.explain_verified)
+    stages = (JUDGED_STAGES if demos_from == "pool" else ()) + (
+        ("decompose",) if record["decompose"]["chosen"] == "pool" else ())
+    program = with_pool_demos(program, pool, budgets, seed, stages) if stages else program
+    if objective != "none":
+        fitted_on = probes["chosen"] if claim_calls == "batched" else probes[demos_from]
+        program.calibration = fit(fitted_on, objective)
+        record["calibration"] = {"objective": objective, "claims": sum(p.calibratable for p in fitted_on),
+                                 **program.calibration.model_dump()}
+    return program, record
+
+
+# ---- the steps ---------------------------------------------------------------------------------------------------
+def with_pool_demos(program: Vista, pool: Pool, budgets: dict[str, int], seed: int, stages: Sequence[str]) -> Vista:
+    """``program`` with the pool's demos for ``stages`` (the others keep theirs), every category in Categorize's."""
+    picked = pool.pick({stage: budgets[stage] for stage in stages}, seed)
+    if "categorize" in picked:
+        picked["categorize"] = every_category(picked["categorize"], program.categorize.demos, budgets["categorize"])
+    return install(program, picked, budgets, top_up=program)
+
+
+def every_category(picked: list, fallback: Sequence, budget: int) -> list:
+    """Categorize's demos with every category present: a category the pool gave none of takes a ``fallback`` demo
+    (the base's hand-written ones) in place of a demo of the most frequent category."""
+    chosen = list(picked)
+    for category in CATEGORIES:
+        if any(d.get("category") == category for d in chosen):
+            continue
+        extra = next((d for d in fallback if d.get("category") == category), None)
+        if extra is None:
+            continue
+        if len(chosen) >= budget:
+            counts = {c: sum(d.get("category") == c for d in chosen) for c in CATEGORIES}
+            most = max(counts, key=counts.get)
+            chosen.pop(max(i for i, d in enumerate(chosen) if d.get("category") == most))
+        chosen.append(extra)
+    return chosen
+
+
+def _variants(probes: dict[str, list[ClaimProbe]], fold_of: dict[str, int]
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, list[bool]]]:
+    """Every (demos, calibration) combination's pooled claim scores (a calibration cross-fitted: fitted on the other
+    folds), each with its paired test against the base's own labels and the calibration it would ship with."""
+    gold = [p.gold for p in probes["base"]]
+    variants: dict[str, dict[str, Any]] = {}
+    rights: dict[str, list[bool]] = {}
+    for demos, found in probes.items():
+        for objective in ("none", *OBJECTIVES):
+            decided = ([p.raw for p in found] if objective == "none"
+                       else cross_fitted(found, fold_of, objective)[0])
+            name = f"{demos} + {objective}"
+            variants[name] = claim_scores(decided, gold)
+            rights[name] = decision_right(decided, gold)
+            if objective != "none":  # the calibration this variant would ship with (fitted on every claim)
+                variants[name]["calibration"] = fit(found, objective).model_dump()
+    base = rights["base + none"]
+    for name, right in rights.items():
+        if name != "base + none":
+            variants[name]["against_base"] = PairedTest.of(right, base).model_dump()
+    return variants, rights
+
+
+def _choose_decompose(program: Vista, pool: Pool, train: Sequence[Dialogue], split: list[list[Dialogue]],
+                      budgets: dict[str, int], seed: int, meter: Meter) -> dict[str, Any]:
+    base = decomposition_f1(program, train, meter)
+    cross: list[tuple[int, int]] = []
+    for fold in split:
+        fold_program = with_pool_demos(program, pool.without({d.id for d in fold}), budgets, seed, ("decompose",))
+        cross.append(_matches(fold_program, fold, meter))
+    matched, total = sum(m for m, _ in cross), sum(t for _, t in cross)
+    pooled = 2 * matched / total if total else 0.0
+    return {"base_f1": base, "pool_f1": pooled, "chosen": "pool" if pooled > base else "base"}
+
+
+def decomposition_f1(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None = None) -> float:
+    """Micro claim-set F1 of Decompose's claims against the human claims of the annotated turns."""
+    matched, total = _matches(program, dialogues, meter)
+    return 2 * matched / total if total else 0.0
+
+
+def _matches(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None) -> tuple[int, int]:
+    matched = total = 0
+    for dialogue in dialogues:
+        claims, usage = program.decompose_turns(dialogue)
+        if meter is not None:
+            meter.usage.merge(usage)
+        for index, extracted in claims.items():
+            gold = dialogue.turns[index].gold
+            if gold is None or gold.claims is None:
+                continue
+            match = match_claims(extracted, [c.text for c in gold.claims])
+            matched += len(match.pairs)
+            total += match.extracted + match.gold
+    return matched, total
+
+
+def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: list[list[Dialogue]],
+                 fold_of: dict[str, int], budgets: dict[str, int], seed: int, demos_from: str, objective: str,
+                 per_claim_right: list[bool], threads: int, alpha: float, meter: Meter, log: Log) -> dict[str, Any]:
+    """Batched judging under the chosen recipe, on the same claims: chosen unless significantly worse."""
+    batched = program.with_options(claim_calls="batched")
+    if demos_from == "base":
+        verdicts = probe(batched, train, threads=threads, on_dialogue=_progress(log, len(train), meter))[0]
+    else:
+        verdicts = []
+        for fold in split:
+            fold_program = with_pool_demos(batched, pool.without({d.id for d in fold}), budgets, seed,
+                                           JUDGED_STAGES)
+            verdicts += probe(fold_program, fold, threads=threads, on_dialogue=_progress(log, len(fold), meter))[0]
+    found = _aligned(verdicts, train)
+    gold = [p.gold for p in found]
+    decided = [p.raw for p in found] if objective == "none" else cross_fitted(found, fold_of, objective)[0]
+    test = PairedTest.of(decision_right(decided, gold), per_claim_right)
+    worse = test.base_only > test.candidate_only and test.pvalue < alpha
+    return {"batched": claim_scores(decided, gold), "against_per_claim": test.model_dump(),
+            "chosen": "per-claim" if worse else "batched", "_probes": found}
+
+
+# ---- helpers -----------------------------------------------------------------------------------------------------
+def _folds(train: Sequence[Dialogue], k: int, seed: int) -> list[list[Dialogue]]:
+    if len(train) < k:
+        raise ValueError(f"cross-fitting in {k} folds needs at least {k} annotated training dialogues, "
+                         f"got {len(train)}")
+    return folds(train, k, seed)
+
+
+def _aligned(verdicts: Sequence[DialogueVerdict], train: Sequence[Dialogue]) -> list[ClaimProbe]:
+    """The probes of ``verdicts`` in training order (dialogue, turn, claim): the same claims line up across
+    programs for paired tests."""
+    order = {d.id: i for i, d in enumerate(train)}
+    found = [p for v in verdicts for p in probes_of(v)]
+    return sorted(found, key=lambda p: (order[p.dialogue_id], p.turn_index, p.position))
+
+
+def _count_claims(dialogues: Sequence[Dialogue]) -> int:
+    return sum(len(d.turns[i].gold.claims or []) for d in dialogues for i in d.judged_turns
+               if d.turns[i].gold is not None)
+
+
+def _progress(log: Log, total: int, meter: Meter) -> Callable[[DialogueVerdict], None]:
+    done: list[str] = []
+
+    def on_dialogue(verdict: DialogueVerdict) -> None:
+        done.append(verdict.dialogue_id)
+        meter.usage.merge(verdict.usage)
+        log(f"    {len(done)}/{total} dialogues ({verdict.dialogue_id}, {verdict.usage.total.calls} LM calls)")
+
+    return on_dialogue
+
+
+class _Clock:
+    """Seconds spent in each step, recorded as it ends."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self, record: dict[str, Any], step: str) -> None:
+        now = time.perf_counter()
+        record.setdefault("seconds", {})[step] = round(now - self.last, 1)
+        self.last = now

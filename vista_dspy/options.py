@@ -1,0 +1,144 @@
+"""How a VISTA judge judges: one typed, validated record of every switch (the paper's variants, the judging modes,
+the run modes), with one vocabulary. The constructor, a program file, the CLI, the study's search space, the
+benchmark's ablations and a run's settings all speak it; the CLI's flag names map onto it here, in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ClaimCalls = Literal["per-claim", "batched", "joint"]
+CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
+DecomposeCalls = Literal["per-turn", "per-dialogue"]
+DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
+# The paper's method. Batched judging costs about half the calls but, with the local model, found fewer
+# hallucinated turns end to end (F1 0.574 vs 0.727 on the dev file, 95 % CI of the drop 0.054-0.267;
+# benchmarks/RESULTS.md), so it is opt-in.
+DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
+DEFAULT_DECOMPOSE_CALLS: DecomposeCalls = "per-turn"  # the paper's method
+REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
+
+
+class JudgeOptions(BaseModel):
+    """Every switch of a VISTA judge. Frozen: change one with ``replace``, which validates the result again.
+
+    The paper's variants: ``use_context`` (VISTA+ctx: Verify and Categorize also see the dialogue history, needed to
+    catch contradictions with earlier turns), ``accumulate`` (False = the -AC ablation: no knowledge store across
+    turns; background facts are still used), ``history_in_decompose`` (False = the -history ablation),
+    ``zero_shot`` (no demos in any stage), ``seed_background`` (start the store with ``Dialogue.background``),
+    ``check_contradictions`` (one more call per judged turn: does it contradict an earlier turn? a yes makes the
+    turn hallucinated).
+
+    Judging modes: ``claim_calls`` -- "per-claim" (one Verify call per claim, one Categorize call per unverified
+    claim; the paper's method), "batched" (one Verify call for the claims of a turn, one Categorize call for the
+    unverified ones) or "joint" (one call deciding VERIFIED or the category); a claim a batched answer misses is
+    asked on its own. ``decompose_calls`` -- "per-turn" (the paper's) or "per-dialogue" (one call for all the
+    assistant turns of a dialogue; a turn the answer misses is asked on its own). ``reasoning``: stages run as chain
+    of thought. ``explain_verified`` (False: Verify answers with its label alone; per-claim judging only).
+    ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
+    ``ungrounded``).
+
+    The endpoint's side (set by whoever knows the LM, never saved with a program): ``short_answer_tokens`` (a cap on
+    Verify/Categorize/contradiction answers, so a small model that loops stops early; leave None for reasoning
+    models) and ``label_probabilities`` (ask Verify and Categorize for token log-probabilities: each label's
+    probability is recorded on the claim, and a calibrated program decides with them).
+
+    Run modes (never saved with a program): ``given_claims`` (judge the human claims of annotated turns instead of
+    decomposing: the claim-accuracy protocol) and ``categorize_all`` (also ask Categorize about verified claims,
+    leaving their verdict unchanged: what fitting a calibration needs).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    use_context: bool = False
+    accumulate: bool = True
+    history_in_decompose: bool = True
+    zero_shot: bool = False
+    seed_background: bool = True
+    check_contradictions: bool = False
+    claim_calls: ClaimCalls = DEFAULT_CLAIM_CALLS
+    decompose_calls: DecomposeCalls = DEFAULT_DECOMPOSE_CALLS
+    reasoning: tuple[Literal["decompose", "verify", "categorize"], ...] = ()
+    explain_verified: bool = True
+    check_grounding: bool = True
+    short_answer_tokens: int | None = Field(default=None, ge=1)
+    label_probabilities: bool = True
+    given_claims: bool = False
+    categorize_all: bool = False
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning_in_stage_order(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip() not in ("", "none")]
+        if isinstance(value, (list, tuple, set, frozenset)):
+            unknown = sorted(set(value) - set(REASONING_STAGES))
+            if unknown:
+                raise ValueError(f"reasoning applies to {', '.join(REASONING_STAGES)}, not {', '.join(unknown)}")
+            return tuple(stage for stage in REASONING_STAGES if stage in value)
+        return value
+
+    @model_validator(mode="after")
+    def _compatible(self) -> JudgeOptions:
+        if self.decompose_calls == "per-dialogue" and not self.history_in_decompose:
+            raise ValueError("decompose_calls='per-dialogue' shows Decompose the whole dialogue: it cannot be "
+                             "combined with history_in_decompose=False")
+        if not self.explain_verified and self.claim_calls != "per-claim":
+            raise ValueError("explain_verified=False applies to per-claim judging only")
+        return self
+
+    def replace(self, **changes: Any) -> JudgeOptions:
+        """A copy with ``changes`` (option names), validated as a whole; an unknown name is an error."""
+        unknown = sorted(set(changes) - set(type(self).model_fields))
+        if unknown:
+            raise ValueError(f"unknown judging option {', '.join(unknown)}; known: {', '.join(type(self).model_fields)}")
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able values, as verdicts and run.json record them."""
+        return self.model_dump(mode="json")
+
+    def saved(self) -> dict[str, Any]:
+        """What a program file keeps: the judging options, without the endpoint's side and the run modes."""
+        return {k: v for k, v in self.as_dict().items() if k not in NOT_SAVED}
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from the defaults."""
+        default = JudgeOptions().as_dict()
+        return {k: v for k, v in self.as_dict().items() if v != default[k]}
+
+
+# Options that describe the endpoint or the run, not the program: a program file never carries them.
+NOT_SAVED = ("short_answer_tokens", "label_probabilities", "given_claims", "categorize_all")
+OPTION_NAMES: tuple[str, ...] = tuple(JudgeOptions.model_fields)
+
+# The CLI's flag names that differ from the option names (`vista evaluate --context` sets use_context, ...).
+FLAG_NAMES: dict[str, str] = {
+    "context": "use_context",
+    "history": "history_in_decompose",
+    "background": "seed_background",
+    "contradiction_check": "check_contradictions",
+    "judge_given_claims": "given_claims",
+    "accumulate": "accumulate",
+    "zero_shot": "zero_shot",
+    "claim_calls": "claim_calls",
+    "decompose_calls": "decompose_calls",
+    "reasoning": "reasoning",
+    "explain_verified": "explain_verified",
+    "check_grounding": "check_grounding",
+}
+
+
+def from_flags(**flags: Any) -> dict[str, Any]:
+    """The options that command-line flags set (CLI names, ``FLAG_NAMES``), leaving out those not given (None).
+    Enum values become their strings."""
+    changes: dict[str, Any] = {}
+    for flag, value in flags.items():
+        if flag not in FLAG_NAMES:
+            raise ValueError(f"no judging option behind the flag {flag!r}")
+        if value is not None:
+            changes[FLAG_NAMES[flag]] = getattr(value, "value", value)
+    return changes
+

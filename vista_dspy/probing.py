@@ -1,0 +1,134 @@
+"""Judging human-labelled claims to choose and check a compiled program: each claim asked of Verify and of Categorize
+with label probabilities (``ClaimProbe`` records, what calibration is fitted on), folds by dialogue for
+cross-fitting, and the claim-level scores every choice is made with (pooled over claims, not averaged per dialogue).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dspy
+
+from .calibration import LABELS, UNSAFE, Calibration, ClaimProbe, decisions, fit
+from .schema import Category, Dialogue, DialogueVerdict
+
+# (predictor name, inputs, outputs) of every predictor call, in order.
+Trace = list[tuple[str, dict[str, Any], Any]]
+
+
+def probes_of(verdict: DialogueVerdict) -> list[ClaimProbe]:
+    """The human-labelled claims of a verdict judged with ``given_claims`` (and ``categorize_all``, for both
+    distributions) as probe records; ``raw`` is the verdict's own category (the program's calibration, if any,
+    applied)."""
+    return [ClaimProbe(dialogue_id=verdict.dialogue_id, turn_index=turn.turn_index, position=position,
+                       claim=claim.claim, gold=claim.gold_category.value, raw=claim.category.value,
+                       verify=claim.probabilities.verify if claim.probabilities else None,
+                       categorize=claim.probabilities.categorize if claim.probabilities else None)
+            for turn in verdict.turns for position, claim in enumerate(turn.claims)
+            if claim.gold_category is not None]
+
+
+def probe(program, dialogues: Sequence[Dialogue], *, threads: int = 1,
+          on_dialogue: Callable[[DialogueVerdict], None] | None = None
+          ) -> tuple[list[DialogueVerdict], dict[str, Trace]]:
+    """Judge the human claims of ``dialogues`` with ``program`` in the current dspy context, every claim asked of
+    both stages (``categorize_all``): (verdicts in input order, {dialogue id: its predictor calls}). A rerun
+    is served by the LM cache, so an interrupted probe resumes where it stopped."""
+    judge = program.with_options(given_claims=True, categorize_all=True)
+    names = {id(predictor): name for name, predictor in judge.named_predictors()}
+
+    def one(dialogue: Dialogue) -> tuple[DialogueVerdict, Trace]:
+        with dspy.context(trace=[]):
+            verdict = judge(dialogue)
+            return verdict, [(names.get(id(p), ""), inputs, outputs) for p, inputs, outputs in dspy.settings.trace]
+
+    results: dict[str, tuple[DialogueVerdict, Trace]] = {}
+    if threads <= 1:
+        for dialogue in dialogues:
+            results[dialogue.id] = one(dialogue)
+            if on_dialogue is not None:
+                on_dialogue(results[dialogue.id][0])
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vista-probe") as pool:
+            futures = {d.id: pool.submit(_in_context(one), d) for d in dialogues}
+            for dialogue in dialogues:
+                results[dialogue.id] = futures[dialogue.id].result()
+                if on_dialogue is not None:
+                    on_dialogue(results[dialogue.id][0])
+    return [results[d.id][0] for d in dialogues], {d.id: results[d.id][1] for d in dialogues}
+
+
+def _in_context(function):
+    """``function`` run in a worker thread under the caller's dspy settings (LM, adapter, cache)."""
+    import contextvars
+
+    snapshot = contextvars.copy_context()
+    return lambda *args: snapshot.copy().run(function, *args)
+
+
+# ---- folds -------------------------------------------------------------------------------------------------------
+def folds(dialogues: Sequence[Dialogue], k: int, seed: int = 0) -> list[list[Dialogue]]:
+    """``k`` folds of whole dialogues (the claims of one dialogue never straddle two folds), as even in claims as
+    a seeded greedy assignment makes them; each fold keeps file order."""
+    if k < 2:
+        raise ValueError("cross-fitting needs at least 2 folds")
+    order = list(dialogues)
+    random.Random(seed).shuffle(order)
+    order.sort(key=_claims_in, reverse=True)
+    sizes = [0] * k
+    members: list[set[str]] = [set() for _ in range(k)]
+    for dialogue in order:
+        smallest = min(range(k), key=lambda i: (sizes[i], i))
+        members[smallest].add(dialogue.id)
+        sizes[smallest] += _claims_in(dialogue)
+    return [[d for d in dialogues if d.id in fold] for fold in members]
+
+
+def _claims_in(dialogue: Dialogue) -> int:
+    return sum(len(dialogue.turns[i].gold.claims or []) for i in dialogue.judged_turns
+               if dialogue.turns[i].gold is not None)
+
+
+def cross_fitted(probes: Sequence[ClaimProbe], fold_of: dict[str, int], objective: str
+                 ) -> tuple[list[str], list[Calibration]]:
+    """Each claim decided by a calibration fitted on the other folds' claims only (never on its own dialogue's):
+    (decisions in ``probes`` order, the calibration fitted for each fold)."""
+    k = max(fold_of.values()) + 1
+    calibrations = [fit([p for p in probes if fold_of[p.dialogue_id] != f], objective) for f in range(k)]
+    decided = [decisions([p], calibrations[fold_of[p.dialogue_id]])[0] for p in probes]
+    return decided, calibrations
+
+
+# ---- scores ------------------------------------------------------------------------------------------------------
+def safe(label: str) -> bool | None:
+    """Whether a decision leaves its turn faithful (None for ERROR)."""
+    return None if label == Category.ERROR.value else label not in UNSAFE
+
+
+def claim_scores(decided: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
+    """Agreement of claim decisions with the annotators, pooled over claims: the safe/unsafe decision (what sets a
+    turn's label; ERROR counts wrong), five-way accuracy and macro-F1, and the predicted shares of each label beside
+    the annotators'."""
+    from sklearn.metrics import f1_score
+
+    n = len(gold)
+    if n == 0:
+        return {"claims": 0}
+    predicted, truth = Counter(decided), Counter(gold)
+    return {
+        "claims": n,
+        "decision_accuracy": sum(safe(d) == safe(g) for d, g in zip(decided, gold)) / n,
+        "accuracy": sum(d == g for d, g in zip(decided, gold)) / n,
+        "macro_f1": float(f1_score(list(gold), list(decided), labels=list(LABELS), average="macro",
+                                   zero_division=0)),
+        "shares": {label: predicted[label] / n for label in (*LABELS, "ERROR")},
+        "gold_shares": {label: truth[label] / n for label in LABELS},
+    }
+
+
+def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
+    return [safe(d) == safe(g) for d, g in zip(decided, gold)]
