@@ -28,15 +28,7 @@ from vista_dspy.clients import use_cache_for
 from vista_dspy.compiled import read_program
 from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.gate import PairedTest
-from vista_dspy.local import (
-    EMBEDDED,
-    GGUFS,
-    LOCAL_SHORT_ANSWER_TOKENS,
-    LocalServer,
-    ServerSettings,
-    local_model_config,
-    resolve_gguf,
-)
+from vista_dspy.local import EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.probing import claim_scores, safe
 from vista_dspy.runner import Threads, evaluate
 
@@ -131,8 +123,7 @@ def main() -> int:
     dialogues = part_of(load_dialogues(args.data), args.part)
     wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
     judges = variants(args.program, sorted(set(wanted) | {"seed"}))
-    size = EMBEDDED[args.model]
-    settings = ServerSettings(gguf=resolve_gguf(None, spec=None if size == "1.5b" else GGUFS[size]), port=args.port)
+    settings = embedded_settings(args.model, port=args.port)
     config = local_model_config(settings)
     use_cache_for(config)
     out = args.out or Path(__file__).parent / "runs" / f"table-{args.model}-{args.program.stem}"

@@ -92,6 +92,24 @@ def test_fitting_on_synthetic_probabilities_finds_the_threshold_and_the_offsets(
     assert right > sum(p.raw == p.gold for p in probes)
 
 
+def test_the_turns_objective_puts_turns_before_claims():
+    """A faithful turn of five safe claims the model doubts a little, and a hallucinated one whose unsafe claim it
+    doubts less than its four safe ones. Calling everything safe wins 9 of 10 claims and loses the hallucinated
+    turn; only a threshold between 0.2 and 0.3 gets both turns right (6 claims)."""
+    def probe(turn, i, gold, p):
+        return ClaimProbe(dialogue_id="d", turn_index=turn, position=i, claim=f"c{turn}.{i}", gold=gold,
+                          raw="VERIFIED" if p >= 0.5 else "LACKING EVIDENCE",
+                          verify={"VERIFIED": p, "UNVERIFIABLE": 1 - p},
+                          categorize={"LACKING EVIDENCE": 0.9, "OUT-OF-SCOPE": 0.05, "ABSTENTION": 0.03,
+                                      "CONTRADICTED": 0.02})
+    probes = [probe(1, i, "VERIFIED", 0.3) for i in range(5)]
+    probes += [probe(2, 0, "LACKING EVIDENCE", 0.2)] + [probe(2, i, "VERIFIED", 0.1) for i in range(1, 5)]
+    on_claims, on_turns = decisions(probes, fit(probes, "accuracy")), decisions(probes, fit(probes, "turns"))
+    assert sum(d == p.gold for d, p in zip(on_claims, probes)) == 9 and on_claims[5] == "VERIFIED"
+    assert on_turns[:6] == ["VERIFIED"] * 5 + ["LACKING EVIDENCE"]  # both turns right
+    assert 0.2 < fit(probes, "turns").verify_threshold <= 0.3
+
+
 def test_fitting_without_probabilities_is_no_calibration():
     bare = [p.model_copy(update={"verify": None}) for p in synthetic_probes()]
     assert fit(bare).identity and decisions(bare, fit(bare)) == [p.raw for p in bare]
@@ -212,7 +230,7 @@ def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatc
     assert record["variants"]["base + none"]["claims"] == sum(len(d.turns[i].gold.claims) for d in train
                                                               for i in d.judged_turns)
     assert set(record["variants"]) == {f"{d} + {o}" for d in ("base", "pool")
-                                       for o in ("none", "accuracy", "likelihood")}
+                                       for o in ("none", "accuracy", "turns", "likelihood")}
 
 
 def test_the_claims_optimizer_calibrates_when_the_endpoint_gives_probabilities(tmp_path, dev_file):

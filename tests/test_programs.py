@@ -18,7 +18,7 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.gate import Gate, PairedTest
 from vista_dspy.models import ModelConfig
 from vista_dspy.options import FLAG_NAMES, NOT_SAVED, from_flags
-from vista_dspy.runner import Concurrent, RunConflict, Threads, evaluate
+from vista_dspy.runner import LATER_SETTINGS, RENAMED_SETTINGS, Concurrent, RunConflict, Threads, evaluate
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 DLG = dialogue(user("Tell me about Lisbon."), assistant("Lisbon is the capital of Portugal. Lisbon has ten hills.", DOC))
@@ -47,6 +47,8 @@ def test_options_are_validated_once_and_in_one_vocabulary():
     assert not set(NOT_SAVED) & set(options.saved())
     for changes in ABLATIONS.values():  # the benchmark's ablations speak the same vocabulary
         assert set(changes) <= set(JudgeOptions.model_fields)
+    assert set(LATER_SETTINGS) <= set(JudgeOptions.model_fields)  # and so does the runner's settings check
+    assert set(RENAMED_SETTINGS.values()) <= set(JudgeOptions.model_fields)
 
 
 def test_the_constructor_validates_through_the_record():

@@ -81,7 +81,7 @@ def category_of(verified: bool, category: str | None) -> Category | None:
 # The decision space, in this order: VERIFIED, then the four categories.
 LABELS: tuple[str, ...] = ("VERIFIED", *CATEGORIES)
 UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
-OBJECTIVES = ("accuracy", "likelihood")
+OBJECTIVES = ("accuracy", "turns", "likelihood")
 # The accuracy search: thresholds on the logit of P(VERIFIED), offsets (relative to LACKING EVIDENCE's, which is 0).
 THRESHOLD_LOGITS = tuple(x / 4 for x in range(-24, 25))
 OFFSET_GRID = tuple(x / 2 for x in range(-12, 13))
@@ -116,30 +116,50 @@ def decisions(probes: list[ClaimProbe], calibration: Calibration | None) -> list
 
 
 def _arrays(probes: list[ClaimProbe]):
+    """The calibratable claims as arrays (P(VERIFIED), log-probabilities of the categories, gold label index), in
+    the order of their turns, with each one's turn number; and per turn, whether the claims without probabilities
+    already make it unsafe (their own decisions stand) and whether the annotators' claims make it unsafe."""
     import numpy as np
 
-    usable = [p for p in probes if p.calibratable]
+    turns: dict[tuple[str, int], int] = {}
+    for p in probes:
+        turns.setdefault((p.dialogue_id, p.turn_index), len(turns))
+    usable = sorted((p for p in probes if p.calibratable), key=lambda p: turns[(p.dialogue_id, p.turn_index)])
     verified = np.array([p.verify["VERIFIED"] for p in usable])
     log_categories = np.log(np.maximum(np.array([[p.categorize.get(c, 0.0) for c in CATEGORIES] for p in usable]),
-                                       FLOOR))
-    gold = np.array([LABELS.index(p.gold) for p in usable])
-    return verified, log_categories, gold
+                                       FLOOR)).reshape(len(usable), len(CATEGORIES))
+    gold = np.array([LABELS.index(p.gold) for p in usable], dtype=int)
+    turn_of = np.array([turns[(p.dialogue_id, p.turn_index)] for p in usable], dtype=int)
+    fixed_unsafe = np.zeros(len(turns), dtype=bool)
+    gold_unsafe = np.zeros(len(turns), dtype=bool)
+    for p in probes:
+        index = turns[(p.dialogue_id, p.turn_index)]
+        gold_unsafe[index] |= p.gold in UNSAFE
+        if not p.calibratable:
+            fixed_unsafe[index] |= p.raw in UNSAFE
+    return verified, log_categories, gold, (turn_of, fixed_unsafe, gold_unsafe)
 
 
 def fit(probes: list[ClaimProbe], objective: str = "accuracy") -> Calibration:
-    """The calibration that best matches the annotators on ``probes`` (claims without probabilities are left out).
+    """The calibration that best matches the annotators on ``probes`` (claims without probabilities keep their own
+    decisions).
 
     ``accuracy``: a grid search for the threshold and offsets that make the most safe/unsafe decisions (what sets a
     turn's label) agree, then the most five-way labels; ties go to the calibration closest to none.
+    ``turns``: the same search, first for the most turns whose label (hallucinated iff a claim is unsafe) agrees
+    with the annotators' claims, then as ``accuracy``: a claim-level optimum can buy claim agreement with turns (on
+    claims, always-safe is a strong answer; on turns it is not).
     ``likelihood``: the threshold and offsets that maximise the likelihood of the five-way labels (P(VERIFIED) shifted
     on the logit scale; the categories' log-probabilities shifted by the offsets), with a small L2 pull to none.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown calibration objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    verified, log_categories, gold = _arrays(probes)
+    verified, log_categories, gold, turns = _arrays(probes)
     if len(gold) == 0:
         return Calibration()
-    return (_fit_accuracy if objective == "accuracy" else _fit_likelihood)(verified, log_categories, gold)
+    if objective == "likelihood":
+        return _fit_likelihood(verified, log_categories, gold)
+    return _fit_grid(verified, log_categories, gold, turns if objective == "turns" else None)
 
 
 def _logit(p):
@@ -149,7 +169,7 @@ def _logit(p):
     return np.log(p) - np.log1p(-p)
 
 
-def _fit_accuracy(verified, log_categories, gold) -> Calibration:
+def _fit_grid(verified, log_categories, gold, turns=None) -> Calibration:
     import itertools
 
     import numpy as np
@@ -160,15 +180,26 @@ def _fit_accuracy(verified, log_categories, gold) -> Calibration:
     offsets = np.array([(0.0, *combo) for combo in itertools.product(OFFSET_GRID, repeat=len(CATEGORIES) - 1)])
     # The category each claim gets under each offset vector: (offsets, claims).
     category = np.argmax(log_categories[None, :, :] + offsets[:, None, :], axis=2) + 1
+    if turns is not None:
+        turn_of, fixed_unsafe, gold_turn_unsafe = turns
+        starts = np.flatnonzero(np.r_[True, turn_of[1:] != turn_of[:-1]])
+        judged = turn_of[starts]  # the turns with calibratable claims, in order
+        others = np.setdiff1d(np.arange(len(fixed_unsafe)), judged)
+        constant = int(np.sum(fixed_unsafe[others] == gold_turn_unsafe[others]))
     best, best_key = Calibration(), None
     for threshold in THRESHOLD_LOGITS:
         is_verified = verified_logit >= threshold
         predicted = np.where(is_verified[None, :], 0, category)
-        safe_right = (unsafe_labels[predicted] == gold_unsafe[None, :]).sum(axis=1)
+        unsafe = unsafe_labels[predicted]
+        safe_right = (unsafe == gold_unsafe[None, :]).sum(axis=1)
         label_right = (predicted == gold[None, :]).sum(axis=1)
         distance = np.abs(offsets).sum(axis=1) + abs(threshold)
         # Most safe/unsafe agreements, then most labels, then closest to no calibration.
         keys = safe_right * 10**6 + label_right * 10**3 - np.minimum(distance, 999)
+        if turns is not None:  # ... after the most turns right
+            turn_unsafe = np.logical_or.reduceat(unsafe, starts, axis=1) | fixed_unsafe[judged][None, :]
+            turn_right = (turn_unsafe == gold_turn_unsafe[judged][None, :]).sum(axis=1) + constant
+            keys = keys + turn_right * 10**9
         i = int(np.argmax(keys))
         if best_key is None or keys[i] > best_key:
             best_key = keys[i]

@@ -10,7 +10,8 @@ Verify and Categorize ask. In a stated order, each choice by numbers pooled over
 2. Each fold's claims are judged again by a program whose Verify / Categorize demos come from the other folds
    (stratified by category; the base's hand-written demos fill a category the pool lacks).
 3. For the base's demos and the pool's, the model's own labels and each calibration objective (fitted on the other
-   folds): the variant with the best safe/unsafe claim decisions wins (ties: the simpler).
+   folds): the variant whose claim decisions give the most turns their annotated label wins, then the one with the
+   most claim decisions right (ties: the simpler). Turns first: on claims alone, always-safe scores well.
 4. Decompose: the base's demos against human claim lists from the other folds, by claim-set F1.
 5. The judging mode: the chosen variant in the batched mode (one Verify and one Categorize call per turn) replaces
    per-claim judging unless it is significantly worse on the same claims (exact McNemar, ``alpha``).
@@ -27,7 +28,7 @@ from .calibration import CATEGORIES, OBJECTIVES, ClaimProbe, fit
 from .gate import PairedTest
 from .metrics import match_claims
 from .optimize import Meter, Pool, install, one_item_per_call, pool_from_traces
-from .probing import claim_scores, cross_fitted, decision_right, folds, probe, probes_of
+from .probing import claim_scores, cross_fitted, decision_right, folds, probe, probes_of, turn_accuracy
 from .program import Vista
 from .schema import Dialogue, DialogueVerdict
 
@@ -67,11 +68,13 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
 
     log("3/5 calibrations, cross-fitted by fold")
     variants, rights = _variants(probes, fold_of)
-    chosen = max(variants, key=lambda name: variants[name]["decision_accuracy"])  # first of equals: the simpler
+    # The turns the human claims' decisions get right, then the claim decisions; first of equals: the simpler.
+    chosen = max(variants, key=lambda name: (variants[name]["turn_accuracy"], variants[name]["decision_accuracy"]))
     demos_from, objective = chosen.split(" + ")
     record["variants"] = variants
     record["chosen"] = chosen
-    log("   " + "; ".join(f"{name}: {v['decision_accuracy']:.3f}" for name, v in variants.items()))
+    log("   turns / claim decisions right: " + "; ".join(
+        f"{name} {v['turn_accuracy']:.3f} / {v['decision_accuracy']:.3f}" for name, v in variants.items()))
     log(f"   chosen: {chosen}")
 
     log("4/5 Decompose: the base's demos against human claim lists from the other folds (claim-set F1)")
@@ -142,7 +145,7 @@ def _variants(probes: dict[str, list[ClaimProbe]], fold_of: dict[str, int]
             decided = ([p.raw for p in found] if objective == "none"
                        else cross_fitted(found, fold_of, objective)[0])
             name = f"{demos} + {objective}"
-            variants[name] = claim_scores(decided, gold)
+            variants[name] = {**claim_scores(decided, gold), "turn_accuracy": turn_accuracy(found, decided)}
             rights[name] = decision_right(decided, gold)
             if objective != "none":  # the calibration this variant would ship with (fitted on every claim)
                 variants[name]["calibration"] = fit(found, objective).model_dump()
@@ -205,7 +208,8 @@ def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: l
     decided = [p.raw for p in found] if objective == "none" else cross_fitted(found, fold_of, objective)[0]
     test = PairedTest.of(decision_right(decided, gold), per_claim_right)
     worse = test.base_only > test.candidate_only and test.pvalue < alpha
-    return {"batched": claim_scores(decided, gold), "against_per_claim": test.model_dump(),
+    return {"batched": {**claim_scores(decided, gold), "turn_accuracy": turn_accuracy(found, decided)},
+            "against_per_claim": test.model_dump(),
             "chosen": "per-claim" if worse else "batched", "_probes": found}
 
 

@@ -441,6 +441,14 @@ def register_local_model(max_tokens: int) -> None:
     }})
 
 
+def embedded_settings(model: str | None = None, *, gguf: str | Path | None = None, port: int = DEFAULT_PORT
+                      ) -> ServerSettings:
+    """The server settings of an embedded judge by model name (``EMBEDDED``; None: the default one): its pinned
+    GGUF, found or built (``resolve_gguf``), unless ``gguf`` names another file."""
+    size = EMBEDDED[model or "local"]
+    return ServerSettings(gguf=resolve_gguf(gguf, spec=None if size == JUDGE else GGUFS[size]), port=port)
+
+
 def local_model_config(settings: ServerSettings, *, max_tokens: int = 768, cache: bool = True) -> ModelConfig:
     register_local_model(max_tokens)
     stat = settings.gguf.stat()

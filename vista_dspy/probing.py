@@ -130,5 +130,22 @@ def claim_scores(decided: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def turn_accuracy(probes: Sequence[ClaimProbe], decided: Sequence[str]) -> float | None:
+    """The share of turns whose label from these claim decisions (hallucinated iff one is unsafe; unknown, and so
+    wrong, when none is and one is an ERROR) agrees with the label the annotators' claims give: what the gate's
+    turn test asks, on human claims instead of decomposed ones."""
+    turns: dict[tuple[str, int], list[tuple[bool | None, bool | None]]] = {}
+    for p, d in zip(probes, decided):
+        turns.setdefault((p.dialogue_id, p.turn_index), []).append((safe(d), safe(p.gold)))
+    right = 0
+    for pairs in turns.values():
+        gold_unsafe = any(g is False for _, g in pairs)
+        if any(d is False for d, _ in pairs):
+            right += gold_unsafe
+        elif all(d is not None for d, _ in pairs):
+            right += not gold_unsafe
+    return right / len(turns) if turns else None
+
+
 def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
     return [safe(d) == safe(g) for d, g in zip(decided, gold)]

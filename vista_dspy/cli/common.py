@@ -148,8 +148,7 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                 cache: bool = True, adapter: Adapter = Adapter.json) -> ModelSetup:
     """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
     (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
-    from ..local import (EMBEDDED, GGUFS, JUDGE, LocalServer, ModelNotFound, ServerSettings, local_model_config,
-                         resolve_gguf)
+    from ..local import EMBEDDED, LocalServer, ModelNotFound, embedded_settings, local_model_config
     from ..models import MODELS, ModelConfig, gives_logprobs
 
     api_base = api_base.split(",")[0].strip() if api_base else None  # several: spread by --backend ray
@@ -158,9 +157,7 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
             if model is None:
                 console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
                               "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
-            size = EMBEDDED[model or "local"]
-            settings = ServerSettings(gguf=resolve_gguf(gguf, spec=None if size == JUDGE else GGUFS[size]),
-                                      port=port)
+            settings = embedded_settings(model, gguf=gguf, port=port)
             return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
                               LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
         if model in MODELS:
