@@ -88,7 +88,7 @@ class RuleEngine:
                 return stage
         for stage, marker in (("decompose", "`claims`"), ("facts", "`facts`"), ("support", "`supported`"),
                               ("judge", "'hallucinated'"), ("verify", "`label`"), ("categorize", "`category`"),
-                              ("contradiction", "`contradicts`")):
+                              ("contradiction", "`contradicts`"), ("chat", "`response`")):
             if marker in system:
                 return stage
         return "generic"  # an optimizer's own prompts (e.g. MIPROv2's instruction proposals)
@@ -194,6 +194,13 @@ class RuleEngine:
         return {"explanation": f"rule for {category}", "category": category,
                 "_p": {category: 0.7, **dict.fromkeys(others, 0.1)}}
 
+    def chat(self, inputs):
+        """A grounded chatbot's answer: the document's first sentence, and an invented one when the history asks
+        for it with <<LIE>>."""
+        first = split_sentences(inputs.get("document", ""))[:1]
+        invented = ["The city was founded in 1850."] if "<<LIE>>" in inputs.get("history", "") else []
+        return {"response": " ".join(first + invented) or "I do not know."}
+
     def facts(self, inputs):
         return {"facts": [s for s in split_sentences(inputs["text"]) if not s.endswith("?")]}
 
@@ -283,6 +290,7 @@ class FakeOpenAIServer:
         self.injected: collections.Counter = collections.Counter()
         self.requests = 0
         self.last_body: dict | None = None  # the JSON body of the latest request
+        self.models: list[tuple[str, str]] = []  # (model named, stage) of every answered request
         self.in_flight = self.max_in_flight = 0
         self.down = False
         engine, server = self.engine, self
@@ -347,6 +355,8 @@ class FakeOpenAIServer:
                 if isinstance(prompt, list):
                     prompt = "".join(part.get("text", "") for part in prompt)
                 text, distributions = engine.answer_with_distributions(system, prompt, n_messages=len(messages) - 1)
+                with lock:
+                    server.models.append((body["model"], engine._stage(system)))
                 finish = "stop"
                 if fault == "empty":
                     text = ""

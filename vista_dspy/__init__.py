@@ -6,6 +6,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from .calibration import Calibration  # noqa: E402
+from .judge_metric import VistaMetric  # noqa: E402
 from .options import JudgeOptions  # noqa: E402
 from .program import Vista  # noqa: E402
 from .schema import (  # noqa: E402
@@ -33,5 +34,6 @@ __all__ = [
     "TurnGold",
     "TurnVerdict",
     "Vista",
+    "VistaMetric",
 ]
 __version__ = "0.1.0"

@@ -27,7 +27,7 @@ from typing import Any
 from .calibration import CATEGORIES, OBJECTIVES, ClaimProbe, fit
 from .gate import PairedTest
 from .metrics import match_claims
-from .optimize import Meter, Pool, install, one_item_per_call, pool_from_traces
+from .optimize import Meter, Pool, install, pool_from_traces
 from .probing import claim_scores, cross_fitted, decision_right, folds, probe, probes_of, turn_accuracy
 from .program import Vista
 from .schema import Dialogue, DialogueVerdict
@@ -45,7 +45,8 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
     clock = _Clock()
     split = _folds(train, folds, seed)
     fold_of = {d.id: f for f, fold in enumerate(split) for d in fold}
-    per_claim = one_item_per_call(base)
+    # Claims are judged as the compiled program will judge them (with or without Verify's explanation), one per call.
+    per_claim = base.with_options(claim_calls="per-claim", decompose_calls="per-turn")
     record: dict[str, Any] = {"folds": [{"dialogues": len(f), "claims": _count_claims(f)} for f in split],
                               "order": "demos and calibration together (every combination, cross-fitted), then "
                                        "Decompose's demos, then the judging mode"}
@@ -94,7 +95,8 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
         mode.pop("_probes", None)
         clock.lap(record, "mode")
 
-    program = per_claim.with_options(claim_calls=claim_calls, explain_verified=base.options.explain_verified)
+    program = per_claim.with_options(claim_calls=claim_calls, **(
+        {"explain_verified": True} if claim_calls == "batched" else {}))
     stages = (JUDGED_STAGES if demos_from == "pool" else ()) + (
         ("decompose",) if record["decompose"]["chosen"] == "pool" else ())
     program = with_pool_demos(program, pool, budgets, seed, stages) if stages else program
@@ -194,7 +196,7 @@ def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: l
                  fold_of: dict[str, int], budgets: dict[str, int], seed: int, demos_from: str, objective: str,
                  per_claim_right: list[bool], threads: int, alpha: float, meter: Meter, log: Log) -> dict[str, Any]:
     """Batched judging under the chosen recipe, on the same claims: chosen unless significantly worse."""
-    batched = program.with_options(claim_calls="batched")
+    batched = program.with_options(claim_calls="batched", explain_verified=True)  # a batched answer explains
     if demos_from == "base":
         verdicts = probe(batched, train, threads=threads, on_dialogue=_progress(log, len(train), meter))[0]
     else:

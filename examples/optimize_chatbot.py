@@ -1,0 +1,106 @@
+"""A grounded chatbot evaluated and improved with VISTA as its metric (``vista_dspy.VistaMetric``).
+
+The chatbot is a plain DSPy program, ``history, document -> response``; its examples are the assistant turns of the
+annotated dev file that come with a reference document (the history is the dialogue before the turn). It is scored
+with ``dspy.Evaluate`` on the turns of some dialogues, improved with ``dspy.BootstrapFewShot`` on the turns of
+others (a demo is kept only when VISTA finds every claim of its response safe), and scored again on the first
+dialogues, which it did not train on.
+
+    python examples/optimize_chatbot.py                          # the embedded model writes and judges
+    python examples/optimize_chatbot.py --model gpt-4o-mini --judge gpt-4o --dialogues 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import dspy
+
+from vista_dspy import VistaMetric
+from vista_dspy.data import load_dialogues
+from vista_dspy.judge_metric import JudgeEndpointDown
+from vista_dspy.prompts import render_history
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+
+
+class Respond(dspy.Signature):
+    """You are a helpful assistant in a conversation about a topic. Answer the user's last message in one to three
+    sentences, using only what the reference document and the conversation say; if they do not say it, say so."""
+
+    history: str = dspy.InputField(desc="the conversation so far, one 'role: text' line each")
+    document: str = dspy.InputField(desc="the reference document for this answer")
+    response: str = dspy.OutputField(desc="your answer")
+
+
+class Chatbot(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.respond = dspy.Predict(Respond)
+
+    def forward(self, history: str, document: str) -> dspy.Prediction:
+        return self.respond(history=history, document=document)
+
+
+def examples(dialogues) -> list[dspy.Example]:
+    """One example per assistant turn that has a reference document: the history before it and the document."""
+    found = []
+    for dialogue in dialogues:
+        for index in dialogue.judged_turns:
+            turn = dialogue.turns[index]
+            if turn.grounding.document:
+                found.append(dspy.Example(history=render_history(dialogue.turns[:index]),
+                                          document=turn.grounding.document).with_inputs("history", "document"))
+    return found
+
+
+def student_lm(model: str, metric: VistaMetric) -> dspy.BaseLM:
+    """The chatbot's LM: a copy of the judge's when both are the same embedded model (one server), else its own."""
+    if model == metric.model:
+        return metric.lm.copy()
+    from vista_dspy.models import MODELS, ModelConfig
+
+    config = MODELS[model].config() if model in MODELS else ModelConfig(model=model)
+    return config.build()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="local", help="the chatbot's model (default: the embedded one)")
+    parser.add_argument("--judge", default="local", help="the judge's model (default: the embedded one)")
+    parser.add_argument("--dialogues", type=int, default=4, help="dialogues to evaluate on, and as many to train on")
+    parser.add_argument("--demos", type=int, default=2, help="bootstrapped demos at most")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+
+    dialogues = [d for d in load_dialogues(args.data) if examples([d])]
+    held_out, train = examples(dialogues[: args.dialogues]), examples(dialogues[args.dialogues: 2 * args.dialogues])
+    print(f"{len(held_out)} turns to evaluate on ({args.dialogues} dialogues), {len(train)} to train on", flush=True)
+    started = time.perf_counter()
+    try:
+        with VistaMetric(args.judge) as metric:
+            metric.start()
+            chatbot = Chatbot()
+            chatbot.set_lm(student_lm(args.model, metric))
+            evaluate = dspy.Evaluate(devset=held_out, metric=metric, num_threads=1, display_progress=True)
+            before = evaluate(chatbot)
+            optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=args.demos, max_labeled_demos=0)
+            improved = optimizer.compile(chatbot, trainset=train)
+            after = evaluate(improved)
+    except JudgeEndpointDown as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    minutes = (time.perf_counter() - started) / 60
+    print(f"\nVISTA score of the chatbot on {len(held_out)} held-out turns: {before.score / 100:.3f} before, "
+          f"{after.score / 100:.3f} after ({len(improved.respond.demos)} demos bootstrapped on {len(train)} turns)")
+    stages = ", ".join(f"{stage} {counts.calls}" for stage, counts in metric.usage.by_stage.items())
+    print(f"judge: {metric.usage.total.calls} LM calls ({stages}); {len(metric.failures)} judging failures; "
+          f"{minutes:.1f} min in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""VISTA as the metric of another DSPy program, with the fake server as both the chatbot's LM and the judge's."""
+
+import dspy
+import pytest
+
+from fakes import FakeOpenAIServer
+from vista_dspy.judge_metric import JudgeEndpointDown, JudgeFailed, VistaMetric
+from vista_dspy.models import ModelConfig
+
+DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
+
+
+class Chatbot(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.respond = dspy.Predict("history, document -> response")
+
+    def forward(self, history, document):
+        return self.respond(history=history, document=document)
+
+
+def lm(server, model):
+    return ModelConfig(model=f"hosted_vllm/{model}", api_base=server.url, num_retries=0, cache=False).build()
+
+
+def example(history="user: Tell me about Lisbon.", document=DOC):
+    return dspy.Example(history=history, document=document).with_inputs("history", "document")
+
+
+def test_the_score_and_the_pass_fail_form_on_known_verdicts():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        half = dspy.Prediction(response="Lisbon is the capital of Portugal. Lisbon has ten hills.")
+        whole = dspy.Prediction(response="Lisbon is the capital of Portugal.")
+        assert metric(example(), half) == pytest.approx(0.5)
+        assert metric(example(), whole) == 1.0
+        assert metric(example(), half, trace=[]) is False and metric(example(), whole, trace=[]) is True
+        metric.threshold = 0.5
+        assert metric(example(), half, trace=[]) is True
+        assert metric(example(), dspy.Prediction(response="How can I help?")) == 1.0  # no claim
+
+
+def test_the_feedback_form_names_every_unsafe_claim_with_its_reason():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        prediction = dspy.Prediction(response="Lisbon has ten hills. Lisbon was never a capital. Lisbon is the "
+                                              "capital of Portugal.")
+        result = metric.feedback(example(), prediction, None, "respond", None)
+    assert result.score == pytest.approx(1 / 3)
+    assert '- LACKING EVIDENCE: "Lisbon has ten hills." -- rule for LACKING EVIDENCE' in result.feedback
+    assert '- CONTRADICTED: "Lisbon was never a capital." -- rule for CONTRADICTED' in result.feedback
+    assert "2 of 3 claims" in result.feedback and "The reference says: Lisbon is the capital" in result.feedback
+
+
+def test_earlier_turns_are_the_knowledge_store_and_a_history_may_be_messages():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        said_before = dspy.History(messages=[{"history": "Hi", "response": "Lisbon has ten hills."}])
+        prediction = dspy.Prediction(response="Lisbon has ten hills.")
+        assert metric(example(history=said_before), prediction) == 1.0  # common ground from the earlier turn
+        assert metric(example(history=[{"role": "user", "content": "Hi"}]), prediction) == 0.0
+        dialogue = metric.dialogue(example(history=said_before), prediction)
+        assert [t.role for t in dialogue.turns] == ["user", "assistant", "assistant"]
+        assert dialogue.turns[1].grounding.kind == "background" and dialogue.turns[2].grounding.document == DOC
+
+
+def test_evaluate_with_threads_gives_the_scores_of_one_thread_and_a_judged_turn_is_not_asked_again():
+    devset = [example(history=f"user: Question {i}?") for i in range(6)]
+    with FakeOpenAIServer() as server:
+        program = Chatbot()
+        program.set_lm(lm(server, "student"))
+        scores = {}
+        for threads in (1, 4):
+            metric = VistaMetric(lm(server, "judge"))
+            result = dspy.Evaluate(devset=devset, metric=metric, num_threads=threads, display_progress=False)(program)
+            scores[threads] = [score for _, _, score in result.results]
+            if threads == 1:
+                asked = len(server.models)
+                again = dspy.Evaluate(devset=devset, metric=metric, num_threads=2, display_progress=False)(program)
+                judge_calls = [s for m, s in server.models[asked:] if m == "judge"]
+                assert judge_calls == [] and [s for _, _, s in again.results] == scores[1]
+    assert scores[1] == scores[4] == [1.0] * 6
+    assert metric.usage.by_stage["decompose"].calls == 6 and metric.usage.by_stage["verify"].calls == 6
+
+
+def test_the_judge_and_the_student_never_share_an_lm():
+    with FakeOpenAIServer() as server:
+        program = Chatbot()
+        metric = VistaMetric(lm(server, "judge"))
+        with dspy.context(lm=lm(server, "student")):  # the student's LM everywhere, as an optimizer sets it
+            dspy.Evaluate(devset=[example(), example(history="user: more?")], metric=metric, num_threads=2,
+                          display_progress=False)(program)
+    assert {stage for model, stage in server.models if model == "student"} == {"chat"}
+    assert {stage for model, stage in server.models if model == "judge"} >= {"decompose", "verify"}
+    assert "chat" not in {stage for model, stage in server.models if model == "judge"}
+
+
+def test_bootstrap_few_shot_compiles_a_toy_chatbot_against_the_metric():
+    trainset = [example(history=f"user: Tell me something, {i}.") for i in range(3)]
+    trainset += [example(history="user: <<LIE>> and more.")]  # its answer invents a claim: not a demo
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        with dspy.context(lm=lm(server, "student")):
+            compiled = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=4, max_labeled_demos=0
+                                             ).compile(Chatbot(), trainset=trainset)
+    demos = compiled.respond.demos
+    assert len(demos) == 3 and all("<<LIE>>" not in d.history for d in demos)
+
+
+def test_a_malformed_judge_answer_is_reported_not_scored():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"), parse_retries=1)
+        broken = dspy.Prediction(response="<<BAD-DECOMPOSE>> Lisbon is old.")
+        with pytest.raises(JudgeFailed, match="no claim of the response could be judged: decompose failed"):
+            metric(example(), broken)
+        partly = dspy.Prediction(response="Lisbon is the capital of Portugal. <<BAD-VERIFY>> Lisbon is old.")
+        assert metric(example(), partly) == 1.0  # the one claim judged; the other reported
+    assert len(metric.failures) == 2 and "decompose failed" in metric.failures[0]
+    assert "AdapterParseError" in metric.failures[1]
+
+
+def test_an_endpoint_outage_stops_the_optimization():
+    with FakeOpenAIServer(down_after=2) as server:
+        metric = VistaMetric(lm(server, "judge"), stop_after=1)
+        with pytest.raises(JudgeEndpointDown, match="the model endpoint failed 1 calls in a row"):
+            for i in range(3):
+                metric(example(history=f"user: {i}"), dspy.Prediction(response="Lisbon is the capital of Portugal."))
+
+
+def test_an_outage_stops_dspy_evaluate_instead_of_scoring_every_example_as_an_error():
+    devset = [example(history=f"user: Question {i}?") for i in range(8)]
+    with FakeOpenAIServer() as student, FakeOpenAIServer(down_after=3) as judge:
+        program = Chatbot()
+        program.set_lm(lm(student, "student"))
+        metric = VistaMetric(lm(judge, "judge"), stop_after=1)
+        with pytest.raises(JudgeEndpointDown, match="the model endpoint failed"):
+            dspy.Evaluate(devset=devset, metric=metric, num_threads=2, display_progress=False)(program)

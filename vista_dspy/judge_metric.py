@@ -1,0 +1,259 @@
+"""VISTA as the factuality metric of other DSPy programs: ``dspy.Evaluate``, the optimizers, and GEPA's feedback.
+
+A grounded chatbot is built the DSPy way, as a program whose prediction is a response to a dialogue history and a
+reference document; ``VistaMetric`` judges that response as VISTA judges an assistant turn: decomposed into claims,
+each verified against the document and the claims of the earlier turns, each unverified one categorized. The
+earlier turns are the knowledge store: their assistant turns are common ground (VISTA's "N/A" grounding: decomposed,
+their claims stored unjudged), so a response may build on what was said before. The score is the turn's VISTA
+score (safe claims / judged claims; 1.0 for a turn with no claim).
+
+The judge runs under its own LM and adapter, whatever the program being optimized runs with, in any number of
+threads; a turn judged before is not asked again, and ``usage`` counts every judge call per stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from .program import Vista
+from .schema import Category, Dialogue, Grounding, Turn, TurnVerdict, Usage
+from .stages import CallFailures, EndpointDown
+
+logger = logging.getLogger(__name__)
+
+ROLES = {"user": "user", "apprentice": "user", "human": "user", "assistant": "assistant", "wizard": "assistant",
+         "bot": "assistant", "system": None}
+
+
+class JudgeFailed(RuntimeError):
+    """No claim of the response could be judged (its decomposition failed, or every claim is an ERROR after the
+    parse retries): the response has no score, and ``dspy.Evaluate`` reports the example as an error."""
+
+
+class JudgeEndpointDown(BaseException):
+    """The judge's endpoint failed ``stop_after`` calls in a row. A ``BaseException``, so that ``dspy.Evaluate`` and
+    the optimizers stop instead of counting every later example as an error."""
+
+
+class VistaMetric:
+    """VISTA as a DSPy metric.
+
+    Args:
+        judge: the judge's LM: "local" (the embedded model, started on the first call and stopped by ``close``),
+            "local-0.5b", a model short name (``vista models``) or DSPy/litellm string, or a ``dspy.LM``.
+        program: the VISTA program: a path or name (default: the compiled program for ``judge`` when one ships,
+            else the seed).
+        history_field, document_field, response_field: where the dialogue so far (a string of ``role: text``
+            lines, a list of ``{"role", "content"}`` messages or of (role, text) pairs, or a ``dspy.History``), the
+            reference document and the judged response are; each is looked up on the prediction, then on the
+            example. Defaults fit a ``dspy.Signature("history, document -> response")`` chatbot.
+        threshold: a response passes (``trace`` given: bootstrapping) when its score reaches this. Default 1.0:
+            every claim safe.
+        parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
+            failures in a row stop the optimization with ``JudgeEndpointDown``).
+        **options: judging options of the program (``JudgeOptions`` names), e.g. ``claim_calls="batched"``.
+    """
+
+    def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
+                 history_field: str = "history", document_field: str = "document",
+                 response_field: str = "response", threshold: float = 1.0, parse_retries: int = 2,
+                 stop_after: int = 3, port: int | None = None, **options: Any) -> None:
+        from .compiled import program_for_model
+
+        self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
+        self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
+        self.judge = Vista.from_program(program or program_for_model(self.model), **{**endpoint, **options})
+        self.fields = {"history": history_field, "document": document_field, "response": response_field}
+        self.threshold = threshold
+        self.calls = CallFailures(parse_retries, stop_after)
+        self.usage = Usage()
+        self.failures: list[str] = []
+        self._turns: dict[str, TurnVerdict] = {}
+        self._lock = threading.Lock()
+        self._started = False
+
+    # ---- DSPy's metric forms ---------------------------------------------------------------------------------
+    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float | bool:
+        """The response's VISTA score; while bootstrapping (``trace`` given), whether it reaches ``threshold``."""
+        value = self.score(self.turn(example, prediction))
+        return value >= self.threshold if trace is not None else value
+
+    def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> dspy.Prediction:
+        """GEPA's form: the score and a feedback text naming every unsafe claim with its category and reason, and
+        what the reference says."""
+        turn = self.turn(gold, pred)
+        return dspy.Prediction(score=self.score(turn), feedback=self.describe(turn, self._field(gold, pred,
+                                                                                                   "document")))
+
+    # ---- judging ---------------------------------------------------------------------------------------------
+    def turn(self, example: Any, prediction: Any) -> TurnVerdict:
+        """The verdict on the predicted response (cached: a turn judged before is not asked again)."""
+        dialogue = self.dialogue(example, prediction)
+        with self._lock:
+            cached = self._turns.get(dialogue.id)
+        if cached is not None:
+            return cached
+        self.start()
+        try:
+            with dspy.context(lm=self.lm, adapter=self.adapter), self.calls.active():
+                verdict = self.judge(dialogue)
+        except EndpointDown as exc:
+            raise JudgeEndpointDown(str(exc)) from None
+        turn = verdict.turns[-1]
+        with self._lock:
+            self.usage.merge(verdict.usage)
+            self._turns[dialogue.id] = turn
+            failed = [c.error for c in turn.claims if c.error] + ([turn.error] if turn.error else [])
+            if failed:
+                self.failures.append(f"{dialogue.id}: {failed[0]}")
+        if failed:
+            logger.warning("VISTA could not judge part of a response (%s): %s", dialogue.id, failed[0])
+        return turn
+
+    def score(self, turn: TurnVerdict) -> float:
+        if turn.score is not None:
+            return turn.score
+        if turn.error is None and not turn.claims:
+            return 1.0  # nothing asserted, nothing unsafe
+        raise JudgeFailed(f"no claim of the response could be judged: "
+                          f"{turn.error or next(c.error for c in turn.claims if c.error)}")
+
+    def dialogue(self, example: Any, prediction: Any) -> Dialogue:
+        """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
+        the response judged against the document (or the knowledge store alone, without one)."""
+        turns = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
+        document = self._field(example, prediction, "document")
+        response = self._field(prediction, None, "response")
+        if not isinstance(response, str):
+            raise ValueError(f"the prediction has no text in its {self.fields['response']!r} field")
+        grounding = (Grounding.from_document(str(document)) if document and str(document).strip()
+                     else Grounding.knowledge_only())
+        turns.append(Turn(role="assistant", text=response, grounding=grounding))
+        key = hashlib.sha256("\x1f".join(f"{t.role}:{t.text}" for t in turns).encode()
+                             + b"\x1e" + str(document or "").encode()).hexdigest()[:16]
+        return Dialogue(id=f"turn-{key}", turns=turns)
+
+    def _field(self, first: Any, second: Any, role: str) -> Any:
+        name = self.fields[role]
+        for source in (first, second):
+            if source is None:
+                continue
+            value = source.get(name) if hasattr(source, "get") else getattr(source, name, None)
+            if value is not None:
+                return value
+        return None
+
+    @staticmethod
+    def describe(turn: TurnVerdict, document: Any = None) -> str:
+        """Feedback for an optimizer: every unsafe claim with its category and the judge's reason."""
+        unsafe = [c for c in turn.claims if c.category in (Category.CONTRADICTED, Category.LACKING_EVIDENCE)]
+        if not turn.claims:
+            return "The response makes no claim; nothing in it is unsupported."
+        lines = [f"{len(unsafe)} of {len(turn.claims)} claims of the response are not supported by the reference "
+                 "or the dialogue so far." if unsafe else
+                 f"All {len(turn.claims)} claims of the response are supported, or are opinions, remarks or "
+                 "refusals."]
+        for claim in unsafe:
+            lines.append(f"- {claim.category.value}: \"{claim.claim}\" -- {claim.explanation or 'no reason given'}")
+        errors = [c for c in turn.claims if c.category is Category.ERROR]
+        if errors:
+            lines.append(f"({len(errors)} claims could not be judged.)")
+        if unsafe and document:
+            text = " ".join(str(document).split())
+            lines.append(f"The reference says: {text[:600]}{' ...' if len(text) > 600 else ''}")
+        if unsafe:
+            lines.append("Say only what the reference or the earlier turns support, or say that you do not know.")
+        return "\n".join(lines)
+
+    # ---- the embedded server ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the embedded server (done by the first judged turn; call it first when the program being
+        optimized runs on the same embedded model)."""
+        if self._server is None or self._started:
+            return
+        with self._lock:
+            if not self._started:
+                self._server.__enter__()
+                self._started = True
+
+    def close(self) -> None:
+        """Stop the embedded server this metric started (if any)."""
+        if self._server is not None and self._started:
+            self._server.__exit__(None, None, None)
+            self._started = False
+
+    def __enter__(self) -> VistaMetric:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
+    """(LM, adapter, embedded server or None, the program's endpoint options) of a judge given by name or LM."""
+    from .clients import build_adapter
+    from .local import DEFAULT_PORT, EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings
+    from .local import local_model_config
+    from .models import MODELS, ModelConfig, gives_logprobs
+
+    if isinstance(judge, dspy.BaseLM):
+        return judge, build_adapter("json"), None, {}
+    if judge in EMBEDDED:
+        settings = embedded_settings(judge, port=port or DEFAULT_PORT)
+        config = local_model_config(settings)
+        return (config.build(), config.build_adapter(), LocalServer(settings),
+                {"short_answer_tokens": LOCAL_SHORT_ANSWER_TOKENS})
+    config = MODELS[judge].config() if judge in MODELS else ModelConfig(model=judge, logprobs=gives_logprobs(judge))
+    return config.build(), config.build_adapter(), None, {"label_probabilities": config.logprobs}
+
+
+def _history_turns(history: Any, response_field: str) -> list[Turn]:
+    """Earlier turns from a history in any of the accepted shapes; assistant turns become common ground."""
+    pairs: list[tuple[str, str]] = []
+    if history is None:
+        return []
+    if isinstance(history, dspy.History):
+        for message in history.messages:
+            if "role" in message:
+                pairs.append((str(message["role"]), str(message.get("content", ""))))
+                continue
+            said = "\n".join(str(v) for k, v in message.items() if k != response_field and v)
+            if said:
+                pairs.append(("user", said))
+            if message.get(response_field):
+                pairs.append(("assistant", str(message[response_field])))
+    elif isinstance(history, str):
+        for line in history.splitlines():
+            role, sep, text = line.partition(":")
+            if sep and role.strip().lower() in ROLES:
+                pairs.append((role.strip().lower(), text.strip()))
+            elif line.strip():
+                if pairs:
+                    pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]}\n{line.strip()}")
+                else:
+                    pairs.append(("user", line.strip()))
+    elif isinstance(history, Sequence):
+        for item in history:
+            if isinstance(item, dict):
+                pairs.append((str(item.get("role", "user")), str(item.get("content", item.get("text", "")))))
+            else:
+                role, text = item
+                pairs.append((str(role), str(text)))
+    else:
+        raise ValueError(f"a history must be text, messages or a dspy.History, not {type(history).__name__}")
+    turns = []
+    for role, text in pairs:
+        kind = ROLES.get(role.strip().lower(), "user")
+        if kind is None or not text.strip():
+            continue
+        turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
+                     else Turn(role="user", text=text))
+    return turns
