@@ -271,7 +271,7 @@ def calls(verdict, stage):
 @pytest.mark.parametrize("mode", ["batched", "joint"])
 @pytest.mark.parametrize("method", ["forward", "aforward"])
 def test_claims_in_one_call_give_the_per_claim_verdicts_with_fewer_calls(mode, method):
-    reference, _ = run(MANY)
+    reference, _ = run(MANY, explain_verified=True)  # a batched answer always explains
     verdict, engine = run(MANY, method=method, claim_calls=mode)
     assert [categories(t) for t in verdict.turns] == [categories(t) for t in reference.turns]
     assert [t.label for t in verdict.turns] == [t.label for t in reference.turns]
@@ -358,7 +358,7 @@ def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
     verdict, engine = run(MANY, reasoning=["verify", "categorize"])
     assert [categories(t) for t in verdict.turns] == [categories(t) for t in reference.turns]
     assert verdict.options["reasoning"] == ["verify", "categorize"]
-    program = Vista(reasoning=["decompose"])
+    program = Vista(reasoning=["decompose"], explain_verified=True)
     assert "reasoning" in program._signature("decompose", program.decompose.signature, history=False).output_fields
     assert program._signature("verify", program.verify.signature, history=False) is None
     with pytest.raises(ValueError, match="reasoning applies to"):
@@ -431,8 +431,8 @@ def test_a_dialogues_decompose_calls_go_out_together_before_any_verify():
 def test_verify_can_answer_with_its_label_alone(method):
     dlg = dialogue(user("Tell me about Lisbon."),
                    assistant("Lisbon is the capital of Portugal. Lisbon has ten hills.", DOC))
-    explained, _ = run(dlg, method=method)
-    terse, engine = run(dlg, method=method, explain_verified=False)
+    explained, _ = run(dlg, method=method, explain_verified=True)
+    terse, engine = run(dlg, method=method)  # the default
     # Same verdicts; a VERIFIED claim has no explanation, an unverified one keeps Categorize's.
     assert categories(terse.turns[0]) == categories(explained.turns[0]) == [Category.VERIFIED,
                                                                              Category.LACKING_EVIDENCE]
@@ -440,8 +440,9 @@ def test_verify_can_answer_with_its_label_alone(method):
     assert verified.explanation == "" and explained.turns[0].claims[0].explanation
     assert lacking.explanation == explained.turns[0].claims[1].explanation != ""
     assert terse.options["explain_verified"] is False
-    with pytest.raises(ValueError, match="per-claim"):
-        Vista(explain_verified=False, claim_calls="batched")
+    # A batched answer always explains.
+    batched = Vista(claim_calls="batched")
+    assert "explanation" in batched._signature("verify", batched.verify.signature, history=True).output_fields
 
 
 def test_a_label_alone_verify_prompt_asks_for_no_explanation():

@@ -37,8 +37,8 @@ def test_options_are_validated_once_and_in_one_vocabulary():
     assert options.reasoning == ("verify", "categorize")  # stage order, whatever the order given
     with pytest.raises(ValueError, match="unknown judging option context"):
         options.replace(context=True)  # the CLI's name is not the option's
-    with pytest.raises(ValueError, match="per-claim judging only"):
-        JudgeOptions(explain_verified=False, claim_calls="batched")
+    with pytest.raises(ValueError, match="history_in_decompose"):
+        JudgeOptions(decompose_calls="per-dialogue", history_in_decompose=False)
     with pytest.raises(ValueError, match="frozen"):
         options.use_context = True  # changed only through replace
     assert from_flags(context=True, history=None, judge_given_claims=True) == {"use_context": True,

@@ -95,8 +95,7 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
         mode.pop("_probes", None)
         clock.lap(record, "mode")
 
-    program = per_claim.with_options(claim_calls=claim_calls, **(
-        {"explain_verified": True} if claim_calls == "batched" else {}))
+    program = per_claim.with_options(claim_calls=claim_calls)
     stages = (JUDGED_STAGES if demos_from == "pool" else ()) + (
         ("decompose",) if record["decompose"]["chosen"] == "pool" else ())
     program = with_pool_demos(program, pool, budgets, seed, stages) if stages else program
@@ -196,7 +195,7 @@ def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: l
                  fold_of: dict[str, int], budgets: dict[str, int], seed: int, demos_from: str, objective: str,
                  per_claim_right: list[bool], threads: int, alpha: float, meter: Meter, log: Log) -> dict[str, Any]:
     """Batched judging under the chosen recipe, on the same claims: chosen unless significantly worse."""
-    batched = program.with_options(claim_calls="batched", explain_verified=True)  # a batched answer explains
+    batched = program.with_options(claim_calls="batched")
     if demos_from == "base":
         verdicts = probe(batched, train, threads=threads, on_dialogue=_progress(log, len(train), meter))[0]
     else:

@@ -280,8 +280,9 @@ def pool_from_traces(program: Vista, dialogues: Sequence[Dialogue], traces: dict
             demo = dspy.Example(augmented=True, **inputs, **outputs)
             if predictor == "verify":
                 verified = outputs.label == "VERIFIED"
-                # A label-only answer makes no complete demo (the saved signature explains its label).
-                if verified == (claim.category == Category.VERIFIED) and outputs.get("explanation"):
+                if verified == (claim.category == Category.VERIFIED):
+                    if demo.get("explanation") is None:  # a label-only answer: shown as one (no explanation)
+                        demo = demo.copy(explanation="")
                     pool.add("verify", outputs.label, demo, dialogue.id)
             elif predictor == "categorize" and outputs.category == claim.category.value:
                 pool.add("categorize", outputs.category, demo, dialogue.id)

@@ -191,7 +191,8 @@ class Vista(StagedModule):
                    ) -> type[dspy.Signature] | None:
         """The signature a stage is called with when it differs from the saved one (+ctx, chain of thought, a label
         without explanation)."""
-        label_alone = stage == "verify" and not self.options.explain_verified
+        label_alone = (stage == "verify" and not self.options.explain_verified
+                       and self.options.claim_calls == "per-claim")  # a batched answer always explains
         reasoning = stage in self.options.reasoning
         if not history and not reasoning and not label_alone:
             return None

@@ -90,10 +90,10 @@ BackgroundOption = Annotated[Optional[bool], typer.Option(
     "--background/--no-background", help="Seed the knowledge store with each dialogue's background facts."
                                          + SAVED.format("on"), show_default=False)]
 ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
-    help="Verify writes a short explanation before its label. --no-explain-verified: the label alone (about a "
-         "quarter fewer written tokens with the local model); a VERIFIED claim then has no explanation, an "
-         "unverified one still gets Categorize's. Per-claim judging only." + SAVED.format("on"),
-    show_default=False)]
+    help="Verify writes a short explanation before its label (a VERIFIED claim then has one). Off: the label alone "
+         "(a third of Verify's written tokens with the local model, and its decisions were no worse; an unverified "
+         "claim still gets Categorize's explanation). Per-claim judging only: batched answers always explain."
+         + SAVED.format("off"), show_default=False)]
 CheckGroundingOption = Annotated[Optional[bool], typer.Option(
     help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
