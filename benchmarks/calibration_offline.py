@@ -6,8 +6,9 @@ fitted on the claims of one part and scored on another.
 
 Printed, for the model's own labels and each calibration objective: the claim decision accuracy (safe/unsafe as the
 annotators), five-way accuracy and macro-F1 on the fitting part (cross-fitted over two folds of dialogues) and on the
-scored part (fitted on the whole fitting part), the predicted shares beside the annotators', and the exact McNemar
-test against the model's own labels on the scored claims. The knowledge store each claim was judged against is the
+scored part (fitted on the whole fitting part), the turn accuracy of the labels these decisions give the turns
+(hallucinated iff a claim is unsafe, against the annotators' claims), the predicted shares beside the annotators',
+and the exact McNemar test against the model's own labels on the scored claims. The knowledge store each claim was judged against is the
 one the model's own decisions built; a calibrated judge may build another, which only an end-to-end run shows.
 """
 
@@ -19,11 +20,20 @@ from pathlib import Path
 
 from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
 
-from vista_dspy.calibration import LABELS, OBJECTIVES, decisions, fit
+from vista_dspy.calibration import LABELS, OBJECTIVES, UNSAFE, decisions, fit
 from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.gate import PairedTest
-from vista_dspy.probing import claim_scores, cross_fitted, decision_right, folds, probes_of
+from vista_dspy.probing import claim_scores, cross_fitted, decision_right, folds, probes_of, turn_accuracy
 from vista_dspy.runner import VERDICTS, read_verdicts
+
+
+def unsafe_auc(probes) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    usable = [p for p in probes if p.calibratable]
+    unsafe = [(1 - p.verify["VERIFIED"]) * (p.categorize["LACKING EVIDENCE"] + p.categorize["CONTRADICTED"])
+              / sum(p.categorize.values()) for p in usable]
+    return float(roc_auc_score([p.gold in UNSAFE for p in usable], unsafe))
 
 
 def main() -> int:
@@ -48,9 +58,10 @@ def main() -> int:
           f"{sum(p.calibratable for p in fit_probes)} and {sum(p.calibratable for p in score_probes)}\n")
     gold_fit, gold_score = [p.gold for p in fit_probes], [p.gold for p in score_probes]
     raw_right = decision_right([p.raw for p in score_probes], gold_score)
-    print(f"| decisions | {args.fit}, cross-fitted: decision acc | accuracy | macro-F1 | {args.score}: decision acc "
-          f"| accuracy | macro-F1 | vs own labels on {args.score} | calibration (fitted on all of {args.fit}) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| decisions | {args.fit}, cross-fitted: turn acc | decision acc | accuracy | macro-F1 | {args.score}: turn "
+          f"acc | decision acc | accuracy | macro-F1 | vs own labels on {args.score} | calibration (fitted on all of "
+          f"{args.fit}) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     shares = {}
     for objective in ("none", *OBJECTIVES):
         if objective == "none":
@@ -62,10 +73,15 @@ def main() -> int:
         on_fit, on_score = claim_scores(train_decided, gold_fit), claim_scores(scored, gold_score)
         test = PairedTest.of(decision_right(scored, gold_score), raw_right)
         shares[objective] = on_score["shares"]
-        print(f"| {objective} | {on_fit['decision_accuracy']:.3f} | {on_fit['accuracy']:.3f} | "
-              f"{on_fit['macro_f1']:.3f} | {on_score['decision_accuracy']:.3f} | {on_score['accuracy']:.3f} | "
-              f"{on_score['macro_f1']:.3f} | +{test.candidate_only} / −{test.base_only}, p = {test.pvalue:.3f} | "
+        print(f"| {objective} | {turn_accuracy(fit_probes, train_decided):.3f} | {on_fit['decision_accuracy']:.3f} | "
+              f"{on_fit['accuracy']:.3f} | {on_fit['macro_f1']:.3f} | {turn_accuracy(score_probes, scored):.3f} | "
+              f"{on_score['decision_accuracy']:.3f} | {on_score['accuracy']:.3f} | {on_score['macro_f1']:.3f} | "
+              f"+{test.candidate_only} / −{test.base_only}, p = {test.pvalue:.3f} | "
               f"{calibration.describe() if calibration else '—'} |")
+    for name, probes in ((args.fit, fit_probes), (args.score, score_probes)):
+        print(f"\n{name}: area under the ROC curve of the model's probability of an unsafe label (1 - P(VERIFIED), "
+              f"times the unsafe categories' share) for the claims the annotators call unsafe: "
+              f"{unsafe_auc(probes):.3f}")
     print(f"\n| predicted share on {args.score} | " + " | ".join(LABELS) + " |")
     print("|" + "---|" * (len(LABELS) + 1))
     gold_shares = claim_scores(gold_score, gold_score)["shares"]

@@ -291,6 +291,7 @@ class FakeOpenAIServer:
         self.requests = 0
         self.last_body: dict | None = None  # the JSON body of the latest request
         self.models: list[tuple[str, str]] = []  # (model named, stage) of every answered request
+        self.prompts: list[str] = []  # the last message of every answered request
         self.in_flight = self.max_in_flight = 0
         self.down = False
         engine, server = self.engine, self
@@ -357,6 +358,7 @@ class FakeOpenAIServer:
                 text, distributions = engine.answer_with_distributions(system, prompt, n_messages=len(messages) - 1)
                 with lock:
                     server.models.append((body["model"], engine._stage(system)))
+                    server.prompts.append(prompt)
                 finish = "stop"
                 if fault == "empty":
                     text = ""

@@ -149,6 +149,23 @@ def test_a_flag_wins_over_a_saved_option_and_is_recorded(tmp_path, dev_file):
     assert run["claim_calls"] == "per-claim" and run["use_context"] is True
 
 
+def test_a_programs_saved_adapter_is_the_one_a_run_formats_prompts_with(tmp_path, dev_file):
+    path = Vista.from_program(None, adapter="chat").save_program(tmp_path / "chatty.json")
+    common = ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--program", str(path), "--limit", "1",
+              "--no-cache"]
+    with FakeOpenAIServer() as server:
+        saved = CliRunner().invoke(app, [*common, "--api-base", server.url, "--out", str(tmp_path / "a")])
+        chat_prompts = list(server.prompts)
+        flagged = CliRunner().invoke(app, [*common, "--api-base", server.url, "--out", str(tmp_path / "b"),
+                                           "--adapter", "json"])
+        json_prompts = server.prompts[len(chat_prompts):]
+    assert saved.exit_code == 0 and flagged.exit_code == 0, saved.output + flagged.output
+    assert "applies its saved adapter: chat" in " ".join(saved.output.split())
+    assert any("[[ ## completed ## ]]" in p for p in chat_prompts)  # the chat adapter's request format
+    assert not any("[[ ## completed ## ]]" in p for p in json_prompts)
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["adapter"] == "chat"
+
+
 def test_a_recompiled_program_under_the_same_name_does_not_resume_an_old_run(tmp_path, dev_file):
     dialogues = load_dialogues(dev_file)[:3]
     path = saved_batched_program(tmp_path / "local.json")

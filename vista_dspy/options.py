@@ -41,7 +41,8 @@ class JudgeOptions(BaseModel):
     human claims of vista-human:train the 1.5B local model's decisions were no worse without it, benchmarks/
     RESULTS.md). Per-claim judging only: a batched answer always explains.
     ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
-    ``ungrounded``).
+    ``ungrounded``). ``adapter``: how DSPy formats the prompts and parses the answers ("json" or "chat"), when the
+    program was chosen with one; None: the endpoint's own (JSON unless a command says otherwise).
 
     The endpoint's side (set by whoever knows the LM, never saved with a program): ``short_answer_tokens`` (a cap on
     Verify/Categorize/contradiction answers, so a small model that loops stops early; leave None for reasoning
@@ -66,6 +67,7 @@ class JudgeOptions(BaseModel):
     reasoning: tuple[Literal["decompose", "verify", "categorize"], ...] = ()
     explain_verified: bool = False
     check_grounding: bool = True
+    adapter: Literal["json", "chat"] | None = None
     short_answer_tokens: int | None = Field(default=None, ge=1)
     label_probabilities: bool = True
     given_claims: bool = False

@@ -13,7 +13,6 @@ from ..local import DEFAULT_PORT
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
-    Adapter,
     AdapterOption,
     AddressOption,
     ApiBaseOption,
@@ -37,6 +36,7 @@ from .common import (
     progress_bar,
     judge_backend,
     run_errors,
+    with_program_adapter,
     slug,
 )
 
@@ -69,7 +69,7 @@ def benchmark(
                                                      "Default: vista-runs/benchmark__<model>.")] = None,
     threads: Annotated[Optional[int], typer.Option(min=1, help="Dialogues judged in parallel (default: 1 with "
                                                               "the local model, 4 otherwise).")] = None,
-    adapter: AdapterOption = Adapter.json,
+    adapter: AdapterOption = None,
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = 1024,
     cache: CacheOption = True,
@@ -84,7 +84,7 @@ def benchmark(
     dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
     and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
 
-    from ..bench import Plan, default_data_dir, parse_datasets, run_benchmark, system_names
+    from ..bench import Plan, build_system, default_data_dir, parse_datasets, run_benchmark, system_names
     from ..clients import use_cache_for
     from ..compiled import program_for_model
     from ..stages import CallFailures
@@ -101,6 +101,11 @@ def benchmark(
     config = lm_setup.config
 
     program = program or program_for_model(model)
+    try:
+        with_program_adapter(lm_setup, build_system("vista", program=program), adapter, err)
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(f"cannot load program {program}: {exc}") from None
+    config = lm_setup.config
     err.print(f"VISTA program: {program}", highlight=False)
     plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
                 claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),

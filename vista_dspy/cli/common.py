@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -62,9 +63,9 @@ PortOption = Annotated[int, typer.Option(
     help="With the local model: port of the embedded server (an already running `vista serve` on it is reused).")]
 MaxTokensOption = Annotated[int, typer.Option(help="Cap on tokens per LM answer.")]
 CacheOption = Annotated[bool, typer.Option(help="Reuse cached LM answers (one cache per model and endpoint).")]
-AdapterOption = Annotated[Adapter, typer.Option(
-    help="How DSPy formats prompts and parses answers (the local model always uses json, with a server-enforced "
-         "schema).")]
+AdapterOption = Annotated[Optional[Adapter], typer.Option(
+    help="How DSPy formats prompts and parses answers. Default: the program's saved adapter, else json (the local "
+         "model always uses json, with a server-enforced schema).", show_default=False)]
 TemperatureOption = Annotated[Optional[float], typer.Option(
     help="Sampling temperature (default: the model's; 0 for most).")]
 DataDirOption = Annotated[Optional[Path], typer.Option(
@@ -145,7 +146,7 @@ class ModelSetup:
 
 def model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None,
                 port: int = DEFAULT_PORT, temperature: float | None = None, max_tokens: int = 1024,
-                cache: bool = True, adapter: Adapter = Adapter.json) -> ModelSetup:
+                cache: bool = True, adapter: Adapter | None = None) -> ModelSetup:
     """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
     (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
     from ..local import EMBEDDED, LocalServer, ModelNotFound, embedded_settings, local_model_config
@@ -162,10 +163,10 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                               LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
         if model in MODELS:
             config = MODELS[model].config(api_base=api_base, temperature=temperature, max_tokens=max_tokens,
-                                          cache=cache, adapter=adapter.value)
+                                          cache=cache, adapter=(adapter or Adapter.json).value)
         else:
             config = ModelConfig(model=model, api_base=api_base, temperature=temperature or 0.0,
-                                 max_tokens=max_tokens, cache=cache, adapter=adapter.value,
+                                 max_tokens=max_tokens, cache=cache, adapter=(adapter or Adapter.json).value,
                                  logprobs=gives_logprobs(model))
     except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -176,6 +177,21 @@ def dspy_context(config: ModelConfig) -> contextlib.AbstractContextManager:
     import dspy
 
     return dspy.context(lm=config.build(), adapter=config.build_adapter())
+
+
+def with_program_adapter(lm_setup: ModelSetup, judge, flag: Adapter | None, console: Console) -> None:
+    """The adapter a run formats prompts with: the flag's, else the program's saved one, else json; the embedded
+    model always json (its server enforces a JSON schema)."""
+    saved = getattr(getattr(judge, "options", None), "adapter", None)
+    wanted = flag.value if flag is not None else saved
+    if wanted is None or wanted == lm_setup.config.adapter:
+        return
+    if lm_setup.config.cache_identity is not None:  # the embedded model
+        console.print(f"the embedded model judges with the json adapter, not {wanted}", highlight=False)
+        return
+    if flag is None:
+        console.print(f"program {judge.program_name} applies its saved adapter: {wanted}", highlight=False)
+    lm_setup.config = dataclasses.replace(lm_setup.config, adapter=wanted)
 
 
 def judge_backend(backend: Backend, config: ModelConfig, lm_setup: ModelSetup, *, address: str | None = None,

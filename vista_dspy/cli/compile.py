@@ -294,6 +294,8 @@ def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_clai
     best = found.best_trial
     base_trial = found.trials[gate.base]
     program, adapter = program_from_params(base, pool, best.params)
+    if adapter != "json":  # the endpoint's default otherwise
+        program = program.with_options(adapter=adapter)
     meta = ProgramMeta(
         program=name, model=describe.get("model"), model_name=describe.get("model_name"), optimizer="study",
         settings={"trials": len(found.trials), "storage": storage, "study": found.study_name, "params": best.params,
@@ -305,10 +307,7 @@ def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_clai
         gate=gate.gate.as_dict(), options=program.options.saved(),
         demos={n: len(p.demos) for n, p in program.named_predictors()}, dspy_version=dspy_version())
     path = save_compiled(CompileResult(program, meta, gate.gate), name, out_dir)
-    # `vista evaluate` applies the saved options itself; the adapter is the model's setting.
-    note = f"; judge with --adapter {adapter} as the best trial did" if adapter != "json" else ""
-    err.print(f"saved {path} (with its options: {program.options.changed() or 'the defaults'}){note}",
-              highlight=False)
+    err.print(f"saved {path} (with its options: {program.options.changed() or 'the defaults'})", highlight=False)
 
 
 def dspy_version() -> str:

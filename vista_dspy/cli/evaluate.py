@@ -17,7 +17,6 @@ from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
-    Adapter,
     AdapterOption,
     AddressOption,
     ApiBaseOption,
@@ -39,6 +38,7 @@ from .common import (
     WorkersOption,
     calibration_off,
     describe_judge,
+    with_program_adapter,
     err,
     fail,
     judge_backend,
@@ -145,7 +145,7 @@ def evaluate(
     explain_verified: ExplainVerifiedOption = None,
     check_grounding: CheckGroundingOption = None,
     label_probabilities: LabelProbabilitiesOption = None,
-    adapter: AdapterOption = Adapter.json,
+    adapter: AdapterOption = None,
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = 1024,
     cache: CacheOption = True,
@@ -176,6 +176,8 @@ def evaluate(
     if label_probabilities is not None:
         lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
     judge = _judge(system, program, model, lm_setup, flags, console)
+    with_program_adapter(lm_setup, judge, adapter, console)
+    config = lm_setup.config
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
                   f"{f' at {config.api_base}' if config.api_base else ''}, {describe_judge(judge)}",
                   highlight=False)
