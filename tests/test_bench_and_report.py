@@ -161,7 +161,7 @@ def test_report_renders_in_headless_chromium(tmp_path, data_dir):
 
     out = tmp_path / "bench"
     plan = Plan(datasets=parse_datasets("begin", data_dir), systems=["vista", "judge"], n=3, model="fake/rules")
-    run_benchmark(plan, rule_lm(RuleEngine()), out, adapter=dspy.JSONAdapter())
+    run_benchmark(plan, Threads(rule_lm(RuleEngine()), dspy.JSONAdapter()), out)
     page = out / "report.html"
     page.write_text(build_report(out))
     png = screenshot(page, tmp_path / "shot.png", width=1000, height=1400)

@@ -72,8 +72,7 @@ def test_a_killed_worker_is_retried_and_nothing_is_written_twice(tmp_path, dev_f
 
         killer = threading.Thread(target=kill_a_worker)
         killer.start()
-        result = evaluate(dialogues, Vista.from_program(None), None, out_dir=tmp_path,
-                          remote=RayBackend(config, workers=2))
+        result = evaluate(dialogues, Vista.from_program(None), RayBackend(config, workers=2), out_dir=tmp_path)
         killer.join()
     assert killed, "no worker was killed"
     ids = [v.dialogue_id for v in read_verdicts(tmp_path / VERDICTS)]
