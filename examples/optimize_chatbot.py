@@ -57,40 +57,54 @@ def examples(dialogues) -> list[dspy.Example]:
     return found
 
 
+def build_lm(model: str, api_base: str | None) -> dspy.BaseLM:
+    from vista_dspy.models import MODELS, ModelConfig
+
+    config = MODELS[model].config(api_base=api_base) if model in MODELS else ModelConfig(model=model, api_base=api_base)
+    return config.build()
+
+
 def student_lm(model: str, metric: VistaMetric) -> dspy.BaseLM:
     """The chatbot's LM: a copy of the judge's when both are the same embedded model (one server), else its own."""
     if model == metric.model:
         return metric.lm.copy()
-    from vista_dspy.models import MODELS, ModelConfig
-
-    config = MODELS[model].config() if model in MODELS else ModelConfig(model=model)
-    return config.build()
+    return build_lm(model, None)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="local", help="the chatbot's model (default: the embedded one)")
     parser.add_argument("--judge", default="local", help="the judge's model (default: the embedded one)")
     parser.add_argument("--dialogues", type=int, default=4, help="dialogues to evaluate on, and as many to train on")
     parser.add_argument("--demos", type=int, default=2, help="bootstrapped demos at most")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
+    parser.add_argument("--api-base", default=None, help="an OpenAI-compatible endpoint serving --model and --judge")
+    args = parser.parse_args(argv)
 
     dialogues = [d for d in load_dialogues(args.data) if examples([d])]
     held_out, train = examples(dialogues[: args.dialogues]), examples(dialogues[args.dialogues: 2 * args.dialogues])
     print(f"{len(held_out)} turns to evaluate on ({args.dialogues} dialogues), {len(train)} to train on", flush=True)
     started = time.perf_counter()
     try:
-        with VistaMetric(args.judge) as metric:
+        judge, lm = ((build_lm(args.judge, args.api_base), build_lm(args.model, args.api_base)) if args.api_base
+                     else (args.judge, None))
+        with VistaMetric(judge) as metric:
             metric.start()
-            chatbot = Chatbot()
-            chatbot.set_lm(student_lm(args.model, metric))
-            evaluate = dspy.Evaluate(devset=held_out, metric=metric, num_threads=1, display_progress=True)
+            chatbot, lm = Chatbot(), lm or student_lm(args.model, metric)
+            chatbot.set_lm(lm)
+            # max_errors=1: a response that cannot be produced or judged stops the example (DSPy would score it 0,
+            # and a before/after comparison needs every turn judged both times).
+            evaluate = dspy.Evaluate(devset=held_out, metric=metric, num_threads=1, display_progress=True,
+                                     max_errors=1)
             before = evaluate(chatbot)
             optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=args.demos, max_labeled_demos=0)
             improved = optimizer.compile(chatbot, trainset=train)
+            improved.set_lm(lm)  # the compiled copy starts without an LM (DSPy resets its predictors)
             after = evaluate(improved)
     except JudgeEndpointDown as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # DSPy's "Execution cancelled due to errors": the logged error above says which
         print(f"error: {exc}", file=sys.stderr)
         return 1
     minutes = (time.perf_counter() - started) / 60

@@ -1,5 +1,7 @@
 """VISTA as the metric of another DSPy program, with the fake server as both the chatbot's LM and the judge's."""
 
+from pathlib import Path
+
 import dspy
 import pytest
 
@@ -135,3 +137,19 @@ def test_an_outage_stops_dspy_evaluate_instead_of_scoring_every_example_as_an_er
         metric = VistaMetric(lm(judge, "judge"), stop_after=1)
         with pytest.raises(JudgeEndpointDown, match="the model endpoint failed"):
             dspy.Evaluate(devset=devset, metric=metric, num_threads=2, display_progress=False)(program)
+
+
+def test_the_example_chatbot_is_evaluated_improved_and_evaluated_again(capsys, dev_file):
+    """examples/optimize_chatbot.py end to end against the fake server, whose chatbot answers with the document's
+    first sentence (every claim VERIFIED): the bootstrapped chatbot answers too (its compiled copy gets the chatbot's
+    LM back), both evaluations score every held-out turn 1.0, and both training turns become demos."""
+    import runpy
+
+    example_module = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "optimize_chatbot.py"))
+    with FakeOpenAIServer() as server:
+        code = example_module["main"](["--model", "hosted_vllm/student", "--judge", "hosted_vllm/judge",
+                                       "--api-base", server.url, "--dialogues", "2", "--data", str(dev_file)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "on 2 held-out turns: 1.000 before, 1.000 after (2 demos bootstrapped on 2 turns)" in out.out
+    assert {model for model, _ in server.models} == {"student", "judge"}

@@ -212,7 +212,8 @@ def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monke
     monkeypatch.setattr(local, "port_in_use", lambda port: False)
     for settings in (local.ServerSettings(gguf=gguf, port=9001),
                      local.ServerSettings(gguf=gguf, port=9002, threads=1, slots=12, ctx_per_slot=2048, poll=0,
-                                          speculative="draft", draft_max=4, draft_gguf=draft, kv_unified=True)):
+                                          speculative="draft", draft_max=4, draft_gguf=draft, kv_unified=True,
+                                          slot_dir=tmp_path / "slots")):
         result = CliRunner().invoke(app, ["serve", *settings.serve_args(), "--quiet"])
         assert result.exit_code == 0, result.output
         assert seen[-1] == settings

@@ -70,6 +70,8 @@ class VistaMetric:
         self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
         self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
         self.judge = Vista.from_program(program or program_for_model(self.model), **{**endpoint, **options})
+        if self._server is not None:
+            self._server.program_key = self.judge.content_hash  # its warm start
         self.fields = {"history": history_field, "document": document_field, "response": response_field}
         self.threshold = threshold
         self.calls = CallFailures(parse_retries, stop_after)
@@ -209,7 +211,7 @@ def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
     if judge in EMBEDDED:
         settings = embedded_settings(judge, port=port or DEFAULT_PORT)
         config = local_model_config(settings)
-        return (config.build(), config.build_adapter(), LocalServer(settings),
+        return (config.build(), config.build_adapter(), LocalServer(settings, warm_start=True),
                 {"short_answer_tokens": LOCAL_SHORT_ANSWER_TOKENS})
     config = MODELS[judge].config() if judge in MODELS else ModelConfig(model=judge, logprobs=gives_logprobs(judge))
     return config.build(), config.build_adapter(), None, {"label_probabilities": config.logprobs}

@@ -24,11 +24,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from .clients import cache_root
 from .models import ModelConfig
+from .warm_start import ANY_PROGRAM, WarmStart, llama_build, server_key
 
 @dataclass(frozen=True)
 class GgufSpec:
@@ -90,6 +92,19 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def gguf_sha256(path: Path) -> str:
+    """The sha256 of a model file, computed once and remembered beside it (when its folder is writable)."""
+    stat = path.stat()
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        mark = json.loads(_marker(path).read_text())
+        if mark["size"] == stat.st_size and mark["mtime"] == stat.st_mtime:
+            return mark["sha256"]
+    sha256 = sha256_of(path)
+    with contextlib.suppress(OSError):
+        _mark_verified(path, sha256)
+    return sha256
 
 
 def chunk_paths(spec: GgufSpec | None = None) -> list[Path]:
@@ -223,6 +238,7 @@ class ServerSettings:
     draft_max: int = 16  # tokens drafted per step when speculating
     draft_gguf: Path | None = None  # with speculative="draft"
     kv_unified: bool = False  # one KV cache shared by all slots (a prefix cached by one slot serves the others)
+    slot_dir: Path | None = None  # where llama.cpp saves and restores slots (the warm start, ``warm_start.py``)
 
     def __post_init__(self) -> None:
         if self.speculative not in SPECULATIVE:
@@ -242,7 +258,15 @@ class ServerSettings:
                 "--slots", str(self.slots), "--ctx", str(self.ctx_per_slot), "--poll", str(self.poll),
                 "--speculative", self.speculative, "--draft-max", str(self.draft_max),
                 "--kv-unified" if self.kv_unified else "--no-kv-unified"]
-        return args + (["--draft", str(self.draft_gguf)] if self.draft_gguf is not None else [])
+        return (args + (["--draft", str(self.draft_gguf)] if self.draft_gguf is not None else [])
+                + (["--slot-dir", str(self.slot_dir)] if self.slot_dir is not None else []))
+
+    def arithmetic(self) -> dict:
+        """The settings that change what a cached KV state holds (a saved slot is valid for these only)."""
+        draft = self.draft_gguf
+        return {"threads": self.threads, "slots": self.slots, "ctx_per_slot": self.ctx_per_slot,
+                "kv_unified": self.kv_unified, "kv_type": "f16", "speculative": self.speculative,
+                "draft_max": self.draft_max, "draft": f"{draft.name}:{draft.stat().st_size}" if draft else None}
 
 
 def other_servers() -> int:
@@ -291,6 +315,8 @@ def server_params(settings: ServerSettings):
     params.offline = True
     # llama.cpp keeps evicted prompt prefixes in RAM (8 GiB by default): bound it to keep the footprint ~2-3 GB.
     params.cache_ram_mib = 256
+    if settings.slot_dir is not None:
+        params.slot_save_path = str(settings.slot_dir)
     if settings.speculative != "none":
         kind = "DRAFT_SIMPLE" if settings.speculative == "draft" else settings.speculative.upper().replace("-", "_")
         params.speculative.types = [getattr(xllamacpp.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{kind}")]
@@ -369,14 +395,23 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 class LocalServer:
     """Context manager: reuse a server already listening on the port, or start one in a child process and stop it
-    on exit (also on errors and Ctrl-C)."""
+    on exit (also on errors and Ctrl-C).
 
-    def __init__(self, settings: ServerSettings, *, startup_timeout: float = 180.0, log: Path | None = None):
+    With ``warm_start`` a server it starts restores the slots an earlier command saved for the same model, server
+    settings and program (``program_key``, set before entering), and saves its used slots when it stops
+    (``warm_start.py``)."""
+
+    def __init__(self, settings: ServerSettings, *, startup_timeout: float = 180.0, log: Path | None = None,
+                 warm_start: bool = False):
         self.settings = settings
         self.startup_timeout = startup_timeout
         self.log = log or models_dir() / "server.log"
         self.process: subprocess.Popen | None = None
         self.reused = False
+        self.warm_start = warm_start
+        self.program_key = ANY_PROGRAM
+        self.warm: WarmStart | None = None
+        self.restored: list[int] = []
 
     def __enter__(self) -> LocalServer:
         port = self.settings.port
@@ -390,6 +425,8 @@ class LocalServer:
         if port_in_use(port):
             raise LocalServerError(f"port {port} is taken by another program; pick another with --port")
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        if self.warm_start:
+            self._prepare_warm_start()
         command = [sys.executable, "-m", "vista_dspy.cli", "serve", *self.settings.serve_args(), "--quiet"]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -401,6 +438,8 @@ class LocalServer:
                     raise LocalServerError(
                         f"the local server exited with code {self.process.returncode}; see {self.log}")
                 if is_healthy(port):
+                    if self.warm is not None:
+                        self.restored = self.warm.restore(port, self.settings.slots)
                     return self
                 time.sleep(0.25)
             raise LocalServerError(
@@ -409,9 +448,24 @@ class LocalServer:
             self.stop()
             raise
 
+    def _prepare_warm_start(self) -> None:
+        """Settle the thread count here (the key depends on it) and point the server at its slot directory."""
+        threads = self.settings.threads or auto_threads(os.cpu_count() or 2, other_servers())
+        settings = dataclasses.replace(self.settings, threads=threads)
+        key = server_key(gguf_sha256=gguf_sha256(settings.gguf), build=llama_build(), arithmetic=settings.arithmetic())
+        self.warm = WarmStart.under(key)
+        if self.warm is not None:
+            self.warm.program_key = self.program_key
+            self.warm.directory.mkdir(parents=True, exist_ok=True)
+            settings = dataclasses.replace(settings, slot_dir=self.warm.directory)
+        self.settings = settings
+
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
+        if self.warm is not None:
+            with contextlib.suppress(Exception):  # a warm start is an optimisation: never a reason to fail
+                self.warm.save(self.settings.port)
         self.process.terminate()
         try:
             self.process.wait(timeout=15)

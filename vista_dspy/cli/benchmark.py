@@ -102,7 +102,9 @@ def benchmark(
 
     program = program or program_for_model(model)
     try:
-        with_program_adapter(lm_setup, build_system("vista", program=program), adapter, err)
+        vista = build_system("vista", program=program)
+        with_program_adapter(lm_setup, vista, adapter, err)
+        lm_setup.judging_with(vista)
     except (FileNotFoundError, ValueError) as exc:
         raise fail(f"cannot load program {program}: {exc}") from None
     config = lm_setup.config

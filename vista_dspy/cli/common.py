@@ -143,6 +143,11 @@ class ModelSetup:
         """Whether the endpoint is asked for label probabilities (``ModelConfig.logprobs``)."""
         return self.config.logprobs
 
+    def judging_with(self, program) -> None:
+        """The embedded server's warm start restores and saves the slots of this program (its content hash)."""
+        if hasattr(self.server, "program_key"):
+            self.server.program_key = program.content_hash
+
 
 def model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None,
                 port: int = DEFAULT_PORT, temperature: float | None = None, max_tokens: int = 1024,
@@ -160,7 +165,7 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                               "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
             settings = embedded_settings(model, gguf=gguf, port=port)
             return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
-                              LocalServer(settings), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+                              LocalServer(settings, warm_start=cache), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
         if model in MODELS:
             config = MODELS[model].config(api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                                           cache=cache, adapter=(adapter or Adapter.json).value)

@@ -151,6 +151,7 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
                               label_probabilities=lm_setup.label_probabilities,
                               **({"claim_calls": claim_calls} if claim_calls else {}))
+    lm_setup.judging_with(base)
     with run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         result = compile_program(
@@ -253,6 +254,7 @@ def study(
     adapters = ("json",) if model in (None, "local", "local-0.5b") else ("json", "chat")
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
                               label_probabilities=lm_setup.label_probabilities)
+    lm_setup.judging_with(base)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with run_errors(), lm_setup.server, dspy_context(config), CallFailures(parse_retries, stop_after).active():
         found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,

@@ -177,6 +177,8 @@ def evaluate(
         lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
     judge = _judge(system, program, model, lm_setup, flags, console)
     with_program_adapter(lm_setup, judge, adapter, console)
+    if isinstance(judge, Vista):
+        lm_setup.judging_with(judge)
     config = lm_setup.config
     console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
                   f"{f' at {config.api_base}' if config.api_base else ''}, {describe_judge(judge)}",

@@ -102,6 +102,10 @@ def serve(
     draft: Annotated[Optional[Path], typer.Option(help="Draft model GGUF for --speculative draft (same "
                                                        "tokenizer family).")] = None,
     kv_unified: Annotated[bool, typer.Option(help="One KV cache shared by all slots.")] = False,
+    slot_dir: Annotated[Optional[Path], typer.Option(help="Directory where the server saves and restores slots "
+                                                          "(llama.cpp's slot_save_path; a command that starts the "
+                                                          "server uses <cache>/kv-slots/... for its warm start).")
+                        ] = None,
     quiet: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C.
@@ -113,7 +117,7 @@ def serve(
     try:
         settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx,
                                   poll=poll, speculative=speculative.value, draft_max=draft_max, draft_gguf=draft,
-                                  kv_unified=kv_unified)
+                                  kv_unified=kv_unified, slot_dir=slot_dir)
     except (ModelNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
     if port_in_use(port):
