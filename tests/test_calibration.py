@@ -214,9 +214,9 @@ def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatc
         seen.append((judged, shown))
         return probe(program, dialogues, **kwargs)
 
-    def recording_matches(program, dialogues, meter):
+    def recording_matches(program, dialogues, meter, *args):
         seen.append(({d.id for d in dialogues}, {turns.get(demo.get("turn")) for demo in program.decompose.demos}))
-        return matches(program, dialogues, meter)
+        return matches(program, dialogues, meter, *args)
 
     monkeypatch.setattr(choosing, "probe", recording_probe)
     monkeypatch.setattr(choosing, "_matches", recording_matches)

@@ -79,7 +79,7 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
     log(f"   chosen: {chosen}")
 
     log("4/5 Decompose: the base's demos against human claim lists from the other folds (claim-set F1)")
-    record["decompose"] = _choose_decompose(per_claim, pool, train, split, budgets, seed, meter)
+    record["decompose"] = _choose_decompose(per_claim, pool, train, split, budgets, seed, meter, log)
     clock.lap(record, "decompose")
     log(f"   {record['decompose']}")
 
@@ -158,27 +158,31 @@ def _variants(probes: dict[str, list[ClaimProbe]], fold_of: dict[str, int]
 
 
 def _choose_decompose(program: Vista, pool: Pool, train: Sequence[Dialogue], split: list[list[Dialogue]],
-                      budgets: dict[str, int], seed: int, meter: Meter) -> dict[str, Any]:
-    base = decomposition_f1(program, train, meter)
+                      budgets: dict[str, int], seed: int, meter: Meter, log: Log) -> dict[str, Any]:
+    progress = _counter(log, 2 * len(train))
+    base = decomposition_f1(program, train, meter, progress)
     cross: list[tuple[int, int]] = []
     for fold in split:
         fold_program = with_pool_demos(program, pool.without({d.id for d in fold}), budgets, seed, ("decompose",))
-        cross.append(_matches(fold_program, fold, meter))
+        cross.append(_matches(fold_program, fold, meter, progress))
     matched, total = sum(m for m, _ in cross), sum(t for _, t in cross)
     pooled = 2 * matched / total if total else 0.0
     return {"base_f1": base, "pool_f1": pooled, "chosen": "pool" if pooled > base else "base"}
 
 
-def decomposition_f1(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None = None) -> float:
+def decomposition_f1(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None = None,
+                     on_dialogue: Callable[[str, int], None] = lambda dialogue_id, calls: None) -> float:
     """Micro claim-set F1 of Decompose's claims against the human claims of the annotated turns."""
-    matched, total = _matches(program, dialogues, meter)
+    matched, total = _matches(program, dialogues, meter, on_dialogue)
     return 2 * matched / total if total else 0.0
 
 
-def _matches(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None) -> tuple[int, int]:
+def _matches(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None,
+             on_dialogue: Callable[[str, int], None] = lambda dialogue_id, calls: None) -> tuple[int, int]:
     matched = total = 0
     for dialogue in dialogues:
         claims, usage = program.decompose_turns(dialogue)
+        on_dialogue(dialogue.id, usage.total.calls)
         if meter is not None:
             meter.usage.merge(usage)
         for index, extracted in claims.items():
@@ -235,13 +239,23 @@ def _count_claims(dialogues: Sequence[Dialogue]) -> int:
                if d.turns[i].gold is not None)
 
 
-def _progress(log: Log, total: int, meter: Meter) -> Callable[[DialogueVerdict], None]:
+def _counter(log: Log, total: int) -> Callable[[str, int], None]:
+    """A progress line per dialogue done: how many of ``total``, which one, its LM calls."""
     done: list[str] = []
 
+    def on_dialogue(dialogue_id: str, calls: int) -> None:
+        done.append(dialogue_id)
+        log(f"    {len(done)}/{total} dialogues ({dialogue_id}, {calls} LM calls)")
+
+    return on_dialogue
+
+
+def _progress(log: Log, total: int, meter: Meter) -> Callable[[DialogueVerdict], None]:
+    count = _counter(log, total)
+
     def on_dialogue(verdict: DialogueVerdict) -> None:
-        done.append(verdict.dialogue_id)
         meter.usage.merge(verdict.usage)
-        log(f"    {len(done)}/{total} dialogues ({verdict.dialogue_id}, {verdict.usage.total.calls} LM calls)")
+        count(verdict.dialogue_id, verdict.usage.total.calls)
 
     return on_dialogue
 

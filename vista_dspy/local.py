@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -24,7 +25,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -452,7 +452,8 @@ class LocalServer:
         """Settle the thread count here (the key depends on it) and point the server at its slot directory."""
         threads = self.settings.threads or auto_threads(os.cpu_count() or 2, other_servers())
         settings = dataclasses.replace(self.settings, threads=threads)
-        key = server_key(gguf_sha256=gguf_sha256(settings.gguf), build=llama_build(), arithmetic=settings.arithmetic())
+        key = server_key(gguf_sha256=gguf_sha256(settings.gguf), build=llama_build(),
+                         arithmetic=settings.arithmetic())
         self.warm = WarmStart.under(key)
         if self.warm is not None:
             self.warm.program_key = self.program_key

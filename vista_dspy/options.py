@@ -96,7 +96,8 @@ class JudgeOptions(BaseModel):
         """A copy with ``changes`` (option names), validated as a whole; an unknown name is an error."""
         unknown = sorted(set(changes) - set(type(self).model_fields))
         if unknown:
-            raise ValueError(f"unknown judging option {', '.join(unknown)}; known: {', '.join(type(self).model_fields)}")
+            known = ", ".join(type(self).model_fields)
+            raise ValueError(f"unknown judging option {', '.join(unknown)}; known: {known}")
         return type(self).model_validate({**self.model_dump(), **changes})
 
     def as_dict(self) -> dict[str, Any]:

@@ -154,6 +154,7 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                 cache: bool = True, adapter: Adapter | None = None) -> ModelSetup:
     """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
     (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
+    from .. import warm_start
     from ..local import EMBEDDED, LocalServer, ModelNotFound, embedded_settings, local_model_config
     from ..models import MODELS, ModelConfig, gives_logprobs
 
@@ -164,8 +165,9 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                 console.print("no --model given: judging with the embedded local model (Qwen2.5-Coder-1.5B-Instruct "
                               "Q4_K_M on llama.cpp; offline, no API key)", highlight=False)
             settings = embedded_settings(model, gguf=gguf, port=port)
-            return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache),
-                              LocalServer(settings, warm_start=cache), threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
+            server = LocalServer(settings, warm_start=cache and warm_start.max_bytes() > 0)  # --no-cache: no warm start
+            return ModelSetup(local_model_config(settings, max_tokens=min(max_tokens, 768), cache=cache), server,
+                              threads=1, short_answer_tokens=LOCAL_SHORT_ANSWER_TOKENS)
         if model in MODELS:
             config = MODELS[model].config(api_base=api_base, temperature=temperature, max_tokens=max_tokens,
                                           cache=cache, adapter=(adapter or Adapter.json).value)
