@@ -180,6 +180,10 @@ def test_server_settings_become_llama_cpp_parameters(tmp_path):
     assert params.cpuparams.poll == params.cpuparams_batch.poll == 0
     assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2
     assert params.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE]
+    assert params.slot_save_path == ""  # no warm start: no slot files
+    # llama.cpp appends a slot's file name to slot_save_path as it is: it must end with a separator.
+    warm = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", slot_dir=tmp_path / "slots"))
+    assert warm.slot_save_path == f"{tmp_path / 'slots'}/"
 
     ngram = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", speculative="ngram-mod", draft_max=8))
     assert ngram.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]

@@ -195,14 +195,28 @@ def test_the_real_server_restores_what_it_saved_and_answers_the_same(tmp_path, m
     with server() as first:
         assert first.restored == []
         cold, read_cold = ask(first.settings.port)
-    saved = sorted(first.warm.directory.glob("*.bin"))
-    assert len(saved) == 1
-    damaged = first.warm.directory / slot_file("prog", 1)
+    [saved] = first.warm.directory.glob("*.bin")  # one request: one slot used, one saved
+    used = int(saved.name.removesuffix(".bin").rsplit("slot", 1)[1])
+    damaged = first.warm.directory / slot_file("prog", 1 - used)  # the other slot's file, garbage
     damaged.write_bytes(b"not a llama.cpp slot state")
     with server() as second:
-        assert second.restored == [int(saved[0].name[-5])]
+        assert second.restored == [used]
         warm, read_warm = ask(second.settings.port)
         assert local.is_healthy(second.settings.port)
     assert warm == cold
     assert read_warm < read_cold / 10  # the restored slot served the prompt's prefix
     assert not damaged.exists()
+
+
+def test_a_command_keys_the_warm_start_by_its_program(tmp_path):
+    from vista_dspy.cli.common import ModelSetup
+    from vista_dspy.models import ModelConfig
+    from vista_dspy.program import Vista
+
+    server = local.LocalServer(local.ServerSettings(gguf=tmp_path / "m.gguf"), warm_start=True)
+    setup = ModelSetup(ModelConfig(model="openai/local"), server, threads=1, short_answer_tokens=None)
+    seed, batched = Vista.from_program(None), Vista.from_program(None, claim_calls="batched")
+    setup.judging_with(seed)
+    assert server.program_key == seed.content_hash()
+    setup.judging_with(batched)  # other options, other prompts: other files
+    assert slot_file(server.program_key, 0) != slot_file(seed.content_hash(), 0)

@@ -71,7 +71,7 @@ class VistaMetric:
         self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
         self.judge = Vista.from_program(program or program_for_model(self.model), **{**endpoint, **options})
         if self._server is not None:
-            self._server.program_key = self.judge.content_hash  # its warm start
+            self._server.program_key = self.judge.content_hash()  # its warm start
         self.fields = {"history": history_field, "document": document_field, "response": response_field}
         self.threshold = threshold
         self.calls = CallFailures(parse_retries, stop_after)

@@ -315,8 +315,8 @@ def server_params(settings: ServerSettings):
     params.offline = True
     # llama.cpp keeps evicted prompt prefixes in RAM (8 GiB by default): bound it to keep the footprint ~2-3 GB.
     params.cache_ram_mib = 256
-    if settings.slot_dir is not None:
-        params.slot_save_path = str(settings.slot_dir)
+    if settings.slot_dir is not None:  # llama.cpp appends the file name to this path as it is: end it with a slash
+        params.slot_save_path = os.path.join(str(settings.slot_dir), "")
     if settings.speculative != "none":
         kind = "DRAFT_SIMPLE" if settings.speculative == "draft" else settings.speculative.upper().replace("-", "_")
         params.speculative.types = [getattr(xllamacpp.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{kind}")]

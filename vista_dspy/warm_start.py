@@ -87,11 +87,11 @@ class WarmStart:
             path = self.directory / slot_file(self.program_key, slot)
             if not path.is_file():
                 continue
-            if _slot_action(port, slot, "restore", path.name):
-                path.touch()  # recently used: pruned last
+            ok = _slot_action(port, slot, "restore", path.name)
+            with contextlib.suppress(OSError):  # a read-only cache: restore anyway, keep the file
+                path.touch() if ok else path.unlink(missing_ok=True)  # recently used: pruned last
+            if ok:
                 restored.append(slot)
-            else:
-                path.unlink(missing_ok=True)
         return restored
 
     def save(self, port: int) -> list[int]:

@@ -146,7 +146,7 @@ class ModelSetup:
     def judging_with(self, program) -> None:
         """The embedded server's warm start restores and saves the slots of this program (its content hash)."""
         if hasattr(self.server, "program_key"):
-            self.server.program_key = program.content_hash
+            self.server.program_key = program.content_hash()
 
 
 def model_setup(console: Console, model: str | None, *, api_base: str | None, gguf: Path | None,
