@@ -89,7 +89,10 @@ class WarmStart:
                 continue
             ok = _slot_action(port, slot, "restore", path.name)
             with contextlib.suppress(OSError):  # a read-only cache: restore anyway, keep the file
-                path.touch() if ok else path.unlink(missing_ok=True)  # recently used: pruned last
+                if ok:
+                    path.touch()  # recently used: pruned last
+                else:
+                    path.unlink(missing_ok=True)
             if ok:
                 restored.append(slot)
         return restored
