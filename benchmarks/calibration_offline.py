@@ -8,8 +8,9 @@ Printed, for the model's own labels and each calibration objective: the claim de
 annotators), five-way accuracy and macro-F1 on the fitting part (cross-fitted over two folds of dialogues) and on the
 scored part (fitted on the whole fitting part), the turn accuracy of the labels these decisions give the turns
 (hallucinated iff a claim is unsafe, against the annotators' claims), the predicted shares beside the annotators',
-and the exact McNemar test against the model's own labels on the scored claims. The knowledge store each claim was judged against is the
-one the model's own decisions built; a calibrated judge may build another, which only an end-to-end run shows.
+and the exact McNemar test against the model's own labels on the scored claims. The knowledge store each claim was
+judged against is the one the model's own decisions built; a calibrated judge may build another, which only an
+end-to-end run shows.
 """
 
 from __future__ import annotations

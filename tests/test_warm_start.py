@@ -154,7 +154,7 @@ def test_the_bound_is_set_in_megabytes_and_zero_turns_warm_starts_off(monkeypatc
     monkeypatch.setenv("VISTA_WARM_START_MB", "1.5")
     assert max_bytes() == int(1.5 * 1024 * 1024)
     monkeypatch.setenv("VISTA_WARM_START_MB", "0")
-    assert WarmStart.under("key", tmp_path) is None
+    assert WarmStart.under("key", root=tmp_path) is None
     monkeypatch.setenv("VISTA_WARM_START_MB", "lots")
     with pytest.raises(ValueError, match="VISTA_WARM_START_MB"):
         max_bytes()

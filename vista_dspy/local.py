@@ -96,11 +96,9 @@ def sha256_of(path: Path) -> str:
 
 def gguf_sha256(path: Path) -> str:
     """The sha256 of a model file, computed once and remembered beside it (when its folder is writable)."""
-    stat = path.stat()
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        mark = json.loads(_marker(path).read_text())
-        if mark["size"] == stat.st_size and mark["mtime"] == stat.st_mtime:
-            return mark["sha256"]
+    remembered = _remembered_sha256(path)
+    if remembered is not None:
+        return remembered
     sha256 = sha256_of(path)
     with contextlib.suppress(OSError):
         _mark_verified(path, sha256)
@@ -159,18 +157,26 @@ def _mark_verified(path: Path, sha256: str) -> None:
     _marker(path).write_text(json.dumps({"sha256": sha256, "size": stat.st_size, "mtime": stat.st_mtime}))
 
 
+def _remembered_sha256(path: Path) -> str | None:
+    """The hash remembered beside ``path``, if the file has not changed since (same size and mtime)."""
+    stat = path.stat()
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        mark = json.loads(_marker(path).read_text())
+        if mark["size"] == stat.st_size and mark["mtime"] == stat.st_mtime:
+            return mark["sha256"]
+    return None
+
+
 def _verified(path: Path, spec: GgufSpec | None = None) -> bool:
     """True if ``path`` is the pinned model; its hash is computed once and remembered beside the file."""
     spec = spec or GGUFS[JUDGE]
     sha256 = spec.sha256
     if not path.is_file():
         return False
-    stat = path.stat()
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        mark = json.loads(_marker(path).read_text())
-        if mark["size"] == stat.st_size and mark["mtime"] == stat.st_mtime:
-            return mark["sha256"] == sha256
-    if stat.st_size == spec.size and sha256_of(path) == sha256:
+    remembered = _remembered_sha256(path)
+    if remembered is not None:
+        return remembered == sha256
+    if path.stat().st_size == spec.size and sha256_of(path) == sha256:
         _mark_verified(path, sha256)
         return True
     return False
@@ -454,9 +460,8 @@ class LocalServer:
         settings = dataclasses.replace(self.settings, threads=threads)
         key = server_key(gguf_sha256=gguf_sha256(settings.gguf), build=llama_build(),
                          arithmetic=settings.arithmetic())
-        self.warm = WarmStart.under(key)
+        self.warm = WarmStart.under(key, self.program_key)
         if self.warm is not None:
-            self.warm.program_key = self.program_key
             self.warm.directory.mkdir(parents=True, exist_ok=True)
             settings = dataclasses.replace(settings, slot_dir=self.warm.directory)
         self.settings = settings

@@ -72,12 +72,13 @@ class WarmStart:
     limit: int = DEFAULT_MAX_MB * 1024 * 1024
 
     @classmethod
-    def under(cls, key: str, root: Path | None = None) -> WarmStart | None:
-        """The warm start of server ``key`` in the cache (None when the size bound is 0: turned off)."""
+    def under(cls, key: str, program_key: str = ANY_PROGRAM, root: Path | None = None) -> WarmStart | None:
+        """The warm start of server ``key`` for ``program_key`` in the cache (None when the size bound is 0:
+        turned off)."""
         limit = max_bytes()
         if limit == 0:
             return None
-        return cls((root or cache_root()) / "kv-slots" / key, limit=limit)
+        return cls((root or cache_root()) / "kv-slots" / key, program_key, limit)
 
     def restore(self, port: int, slots: int) -> list[int]:
         """Load every saved slot of this program into the server on ``port``; the slots restored. A file the server
