@@ -1,12 +1,11 @@
 """A compiled program against the seed on data no choice saw, with an embedded model: the RESULTS table of
-`vista compile` (claims).
+`vista compile`.
 
     python benchmarks/compiled_table.py --model local --program benchmarks/programs/local.json
     python benchmarks/compiled_table.py --model local-0.5b --program benchmarks/programs/local.json --rows compiled
 
-Rows (``--rows``, default all that differ from the seed): ``seed``; ``seed+calibration`` (the seed's demos with
-the calibration the compile fitted for them, from the program's meta); ``demos`` (the compiled program without its
-calibration); ``compiled`` (the program as compiled). Each row is judged end to end on the dialogues of ``--part``
+Rows (``--rows``, default all that differ from the seed): ``seed``; ``demos`` (the compiled program's demos without
+its decision rule, when they differ from the seed's); ``compiled`` (the program as compiled). Each row is judged end to end on the dialogues of ``--part``
 (turn accuracy, P/R/F1 of the hallucinated class, LM calls and seconds per judged turn) and on their human claims
 (claim decision accuracy -- safe/unsafe as the annotators --, five-way macro-F1, predicted shares beside the
 annotators'), with exact McNemar tests against the seed on the same turns and the same claims. Runs are resumable
@@ -23,7 +22,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from vista_dspy import Calibration, Vista
+from vista_dspy import Vista
 from vista_dspy.clients import use_cache_for
 from vista_dspy.compiled import read_program
 from vista_dspy.data import PARTS, load_dialogues, part_of
@@ -33,32 +32,17 @@ from vista_dspy.probing import claim_scores, safe
 from vista_dspy.runner import Threads, evaluate
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
-ROWS = ("seed", "seed+calibration", "demos", "compiled")
+ROWS = ("seed", "demos", "compiled")
 
 
 def variants(program_path: Path, wanted: list[str]) -> dict[str, Vista]:
-    """The judges of the table's rows, built from the compiled program and its meta."""
+    """The judges of the table's rows, built from the compiled program."""
     compiled = Vista.from_program(program_path)
-    seed = Vista.from_program(None)  # the calibrations of the seed's demos were fitted judging per claim
-    meta_path = program_path.with_name(f"{program_path.stem}.meta.json")
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     found: dict[str, Vista] = {"seed": Vista.from_program(None)}
-    same_demos = compiled.dump_state() == seed.dump_state()
-    objective = (meta.get("choice", {}).get("calibration") or {}).get("objective")
-    variants_seen = meta.get("choice", {}).get("variants", {})
-    if objective is None:  # not calibrated: the best calibrated variant of the seed's demos
-        calibrated = {k: v for k, v in variants_seen.items() if k.startswith("base + ") and "calibration" in v}
-        objective = max(calibrated, key=lambda k: calibrated[k]["decision_accuracy"]).split(" + ")[1] \
-            if calibrated else None
-    fitted = variants_seen.get(f"base + {objective}", {}).get("calibration")
-    if fitted:
-        found["seed+calibration"] = seed.deepcopy()
-        found["seed+calibration"].calibration = Calibration.model_validate(fitted)
-        found["seed+calibration"].program_name = "seed+calibration"
-    if not same_demos:
+    if compiled.rule is not None and compiled.dump_state() != found["seed"].dump_state():
         found["demos"] = compiled.deepcopy()
-        found["demos"].calibration = None
-        found["demos"].program_name = f"{compiled.program_name} without calibration"
+        found["demos"].rule = None
+        found["demos"].program_name = f"{compiled.program_name} without its rule"
     found["compiled"] = compiled
     return {name: judge for name, judge in found.items() if name in wanted}
 

@@ -1,5 +1,6 @@
 """Label probabilities and calibration: reading a label's distribution from token log-probabilities, fitting a
-calibration on synthetic claims, judging with one (and without probabilities), and the cross-fitted choice."""
+calibration (the comparison kept from wave 3) on synthetic claims, judging with probabilities (and without), and
+the claims optimizer's cross-fitted choice."""
 
 import json
 import math
@@ -11,7 +12,7 @@ from typer.testing import CliRunner
 
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
-from vista_dspy import Calibration, Category, Vista
+from vista_dspy import Category, Vista
 from vista_dspy.calibration import ClaimProbe, decisions, fit
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
@@ -134,7 +135,7 @@ def test_probabilities_are_parsed_from_the_endpoints_log_probabilities(model):
     assert supported.probabilities.verify == pytest.approx({"VERIFIED": 0.9, "UNVERIFIABLE": 0.1})
     assert marked.probabilities.verify == pytest.approx({"VERIFIED": 0.35, "UNVERIFIABLE": 0.65})
     assert marked.probabilities.categorize["LACKING EVIDENCE"] == pytest.approx(0.7)
-    assert supported.raw_label is None  # no calibration: the category is the model's own
+    assert supported.raw_label is None  # no rule: the category is the model's own
 
 
 @pytest.mark.parametrize("mode", ["batched", "joint"])
@@ -151,50 +152,6 @@ def test_an_endpoint_without_log_probabilities_leaves_judging_unchanged():
     without = judge_over_http(MARKED, logprobs=False)
     assert [c.category for c in without.turns[0].claims] == [c.category for c in with_them.turns[0].claims]
     assert all(c.probabilities is None for c in without.turns[0].claims)
-
-
-def test_a_calibration_decides_where_probabilities_are_known():
-    raw = judge_over_http(MARKED)
-    assert raw.turns[0].claims[1].category is Category.LACKING_EVIDENCE and raw.turns[0].label == "hallucinated"
-    with FakeOpenAIServer() as server:
-        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
-        program = Vista.from_program(None)
-        program.calibration = Calibration(verify_threshold=0.3)
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            verdict = program(MARKED)
-            bare = Vista.from_program(None, label_probabilities=False)
-            bare.calibration = program.calibration
-            unchanged = bare(MARKED)
-    marked = verdict.turns[0].claims[1]
-    assert marked.category is Category.VERIFIED and marked.raw_label == "UNVERIFIABLE"
-    assert verdict.turns[0].label == "faithful"
-    assert unchanged.turns[0].claims[1].category is Category.LACKING_EVIDENCE  # no probabilities: its own label
-
-
-def test_a_calibrated_program_saves_loads_and_judges_identically(tmp_path):
-    program = Vista.from_program(None)
-    program.calibration = Calibration(verify_threshold=0.3, categorize_offsets={"OUT-OF-SCOPE": 1.0})
-    path = program.save_program(tmp_path / "calibrated.json")
-    loaded = Vista.from_program(path)
-    with FakeOpenAIServer() as server:
-        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            before, after = program(MARKED), loaded(MARKED)
-    assert after.model_dump(exclude={"program"}) == before.model_dump(exclude={"program"})
-
-
-def test_the_cli_says_once_that_calibration_is_off_when_the_endpoint_gives_no_probabilities(tmp_path, dev_file):
-    program = Vista.from_program(None)
-    program.calibration = Calibration(verify_threshold=0.3)
-    path = program.save_program(tmp_path / "calibrated.json")
-    with FakeOpenAIServer(logprobs=False) as server:
-        result = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
-                                          server.url, "--program", str(path), "--limit", "3", "--no-cache",
-                                          "--out", str(tmp_path / "run")])
-    assert result.exit_code == 0, result.output
-    output = " ".join(result.output.split())
-    assert "calibrated: VERIFIED at p >= 0.300" in output
-    assert output.count("calibration is off") == 1
 
 
 # ---- choosing on claims ------------------------------------------------------------------------------------------
@@ -227,13 +184,12 @@ def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatc
     assert len(cross) >= 4  # two folds of Verify / Categorize demos, two of Decompose demos (and batched)
     for judged, shown in cross:
         assert not judged & shown
-    assert record["variants"]["base + none"]["claims"] == sum(len(d.turns[i].gold.claims) for d in train
-                                                              for i in d.judged_turns)
-    assert set(record["variants"]) == {f"{d} + {o}" for d in ("base", "pool")
-                                       for o in ("none", "accuracy", "turns", "likelihood")}
+    assert record["variants"]["base"]["claims"] == sum(len(d.turns[i].gold.claims) for d in train
+                                                       for i in d.judged_turns)
+    assert set(record["variants"]) == {"base", "pool"}
 
 
-def test_the_claims_optimizer_calibrates_when_the_endpoint_gives_probabilities(tmp_path, dev_file):
+def test_the_claims_optimizer_chooses_demos_and_the_judging_mode(tmp_path, dev_file):
     from vista_dspy.optimize import compile_program
 
     dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
@@ -244,11 +200,8 @@ def test_the_claims_optimizer_calibrates_when_the_endpoint_gives_probabilities(t
                                      budgets={"decompose": 2, "verify": 2, "categorize": 4}, alpha=1.0)
     choice = result.meta.choice
     assert choice["chosen"] in choice["variants"] and choice["mode"]["chosen"] in ("per-claim", "batched")
-    probes = choice["variants"]["base + none"]["claims"]
+    probes = choice["variants"]["base"]["claims"]
     assert probes == sum(len(d.turns[i].gold.claims) for d in dialogues[:10] for i in d.judged_turns)
-    if choice["chosen"].endswith("none"):
-        assert result.program.calibration is None
-    else:
-        assert result.program.calibration is not None and choice["calibration"]["claims"] == probes
+    assert result.program.rule is None  # deciding with probabilities and evidence is the rule optimizer's
     assert result.meta.gate["claims"]["items"] > 0 and result.meta.gate["turns"]["items"] > 0
     assert json.loads(json.dumps(result.meta.model_dump()))  # the meta is plain JSON

@@ -1,5 +1,5 @@
 """A compiled program is one typed thing: the judging options record, the program file (demos, options,
-calibration) identified by its content, applied the same way by every entry point; the runner's backends; the
+decision rule) identified by its content, applied the same way by every entry point; the runner's backends; the
 gate on constructed data."""
 
 import json
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
-from vista_dspy import Calibration, JudgeOptions, Vista
+from vista_dspy import DecisionRule, JudgeOptions, Vista
 from vista_dspy.bench import ABLATIONS, Plan, build_system, run_benchmark
 from vista_dspy.cli import app
 from vista_dspy.compiled import read_program
@@ -61,25 +61,33 @@ def test_the_constructor_validates_through_the_record():
 
 
 # ---- the program file -------------------------------------------------------------------------------------------
-def test_a_program_file_holds_demos_options_and_calibration_and_round_trips(tmp_path):
+def evidence_rule(threshold=0.5):
+    from vista_dspy.decision import CLASSES, LinearModel
+
+    coef = tuple((4.0,) if c == "LACKING EVIDENCE" else (0.0,) for c in CLASSES)
+    return DecisionRule(evidence=LinearModel(features=("uncovered_reference",), coef=coef,
+                                             intercept=(0.0, -9.0, -9.0, -2.0), threshold=threshold))
+
+
+def test_a_program_file_holds_demos_options_and_the_rule_and_round_trips(tmp_path):
     program = Vista.from_program(None, claim_calls="batched")
-    program.calibration = Calibration(verify_threshold=0.3, categorize_offsets={"CONTRADICTED": -1.5})
+    program.rule = evidence_rule(0.3)
     path = program.save_program(tmp_path / "p.json")
     section = json.loads(path.read_text())["vista"]
-    assert section["options"]["claim_calls"] == "batched" and section["calibration"]["verify_threshold"] == 0.3
+    assert section["options"]["claim_calls"] == "batched" and section["rule"]["evidence"]["threshold"] == 0.3
     assert not set(NOT_SAVED) & set(section["options"])
     loaded = Vista.from_program(path)
-    assert loaded.options == program.options and loaded.calibration == program.calibration
+    assert loaded.options == program.options and loaded.rule == program.rule
     assert loaded.content_hash() == program.content_hash() == read_program(path).content_hash
     assert [dict(d) for d in loaded.verify.demos] == [dict(d) for d in program.verify.demos]
 
 
-def test_the_content_hash_follows_demos_options_and_calibration():
+def test_the_content_hash_follows_demos_options_and_the_rule():
     seed = Vista.from_program(None)
     fewer = seed.deepcopy()
     fewer.verify.demos = fewer.verify.demos[:1]
     calibrated = seed.deepcopy()
-    calibrated.calibration = Calibration(verify_threshold=0.4)
+    calibrated.rule = evidence_rule(0.4)
     hashes = {seed.content_hash(), fewer.content_hash(), seed.with_options(use_context=True).content_hash(),
               calibrated.content_hash()}
     assert len(hashes) == 4
@@ -92,7 +100,7 @@ def test_a_program_file_from_before_options_were_saved_takes_them_from_its_meta(
     (tmp_path / "old.json").write_text(json.dumps(state))
     (tmp_path / "old.meta.json").write_text(json.dumps({"options": {"use_context": True, "claim_calls": "batched"}}))
     old = Vista.from_program(tmp_path / "old.json")
-    assert old.options.use_context and old.options.claim_calls == "batched" and old.calibration is None
+    assert old.options.use_context and old.options.claim_calls == "batched" and old.rule is None
 
 
 def test_from_program_applies_saved_options_and_a_change_wins(tmp_path):

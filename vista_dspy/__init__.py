@@ -5,7 +5,7 @@ import os
 # litellm otherwise fetches a price table from the network on first use (5 s time-outs offline).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from .calibration import Calibration  # noqa: E402
+from .decision import DecisionRule  # noqa: E402
 from .judge_metric import VistaMetric  # noqa: E402
 from .options import JudgeOptions  # noqa: E402
 from .program import Vista  # noqa: E402
@@ -22,9 +22,9 @@ from .schema import (  # noqa: E402
 )
 
 __all__ = [
-    "Calibration",
     "Category",
     "ClaimVerdict",
+    "DecisionRule",
     "Dialogue",
     "DialogueVerdict",
     "GoldClaim",

@@ -45,7 +45,10 @@ DATASETS: dict[str, str] = {
     "coconot": "coconot",
     "rgm-contradictions": "rgm_contradiction",
 }
-SYSTEM_NAMES = ("vista", "vista-ctx", "factscore", "factscore-nosplit", "judge")
+SYSTEM_NAMES = ("vista", "vista-ctx", "evidence", "factscore", "factscore-nosplit", "judge")
+# The rule the evidence baseline decides with when the program has none: cues fitted on the human claims of
+# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
+EVIDENCE_PROGRAM = "evidence"
 # VISTA ablations: run as extra systems named vista-<ablation>.
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no-ac": {"accumulate": False},
@@ -92,11 +95,19 @@ def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
 
 def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None,
                  changes: dict[str, Any] | None = None) -> StagedModule:
-    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, or a baseline. VISTA systems load ``program``
-    with its saved options; ``changes`` (judging options given by the caller) win over them, and an ablation's or
-    vista-ctx's own change wins over both."""
+    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, evidence, or a baseline. VISTA systems load
+    ``program`` with its saved options; ``changes`` (judging options given by the caller) win over them, and an
+    ablation's or vista-ctx's own change wins over both. ``evidence``: ``program``'s claims decided by the evidence
+    cues alone (its rule's evidence model, or the shipped evidence rule when it has none): Decompose is the only
+    LM call."""
     if name in BASELINES:
         return BASELINES[name](short_answer_tokens=short_answer_tokens)
+    if name == "evidence":
+        judge = Vista.from_program(program, short_answer_tokens=short_answer_tokens, **dict(changes or {}))
+        rule = judge.rule or Vista.from_program(EVIDENCE_PROGRAM).rule
+        judge.rule = rule.evidence_only()
+        judge.program_name = f"{judge.program_name}+evidence-only"
+        return judge
     options: dict[str, Any] = dict(changes or {})
     if name == "vista-ctx":
         options["use_context"] = True

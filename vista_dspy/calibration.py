@@ -1,4 +1,6 @@
-"""Per-model calibration: a handful of numbers that turn a model's label probabilities into decisions.
+"""Calibration of a model's label probabilities (wave 3): a handful of numbers that turn them into decisions. Kept as
+a comparison only -- no program decides with it any more: a decision rule (``decision``) over the probabilities and
+the claims' evidence cues replaced it (a threshold and offsets are what it could do; the rule sees the evidence too).
 
 A small judge's labels are biased (the 1.5B local model says CONTRADICTED for 13 % of claims where annotators say
 1 %). Contextual calibration corrects such a bias with one number per label (Zhao et al. 2021, "Calibrate Before
@@ -9,8 +11,7 @@ Use"); here, following the method's two questions:
 - Categorize: the category with the highest log-probability plus its ``categorize_offsets`` entry (prior
   correction; all zero is the model's own choice).
 
-A claim without probabilities (the endpoint gave none) keeps the model's own label. The seed program has no
-calibration. ``fit`` chooses the numbers on human-labelled claims (``ClaimProbe`` records); fitting is arithmetic
+A claim without probabilities (the endpoint gave none) keeps the model's own label. ``fit`` chooses the numbers on human-labelled claims (``ClaimProbe`` records); fitting is arithmetic
 on saved probabilities, no LM call.
 """
 
@@ -60,21 +61,6 @@ class Calibration(BaseModel):
     def describe(self) -> str:
         offsets = ", ".join(f"{c} {v:+.2f}" for c, v in self.categorize_offsets.items() if v)
         return f"VERIFIED at p >= {self.verify_threshold:.3f}" + (f"; category offsets {offsets}" if offsets else "")
-
-
-def decide(calibration: Calibration | None, verify: Mapping[str, float] | None, raw_verified: bool,
-           categorize: Mapping[str, float] | None = None, raw_category: str | None = None) -> tuple[bool, str | None]:
-    """(verified?, category of an unverified claim): calibrated where the probabilities are known, else the
-    model's own labels."""
-    if calibration is None:
-        return raw_verified, raw_category
-    verified = calibration.verified(verify) if verify is not None else raw_verified
-    category = calibration.category(categorize) if categorize is not None else raw_category
-    return verified, category
-
-
-def category_of(verified: bool, category: str | None) -> Category | None:
-    return Category.VERIFIED if verified else (Category(category) if category is not None else None)
 
 
 # ---- fitting on human-labelled claims -----------------------------------------------------------------------------

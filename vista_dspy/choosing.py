@@ -3,19 +3,19 @@
 A few dozen turns cannot tell a real gain from noise (a choice made on 29 turns won 8 points there and lost 15 on
 59 fresh ones); hundreds of human-labelled claims are four times as many items and answer exactly the questions
 Verify and Categorize ask. In a stated order, each choice by numbers pooled over claims and cross-fitted by dialogue
-(``probing.folds``: a demo is never scored on its own dialogue, a calibration never fitted on the claims it decides):
+(``probing.folds``: a demo is never scored on its own dialogue):
 
 1. The base program judges every training claim with both stages and label probabilities (``probing.probe``);
    its agreeing answers become the demo pool (``optimize.pool_from_traces``).
 2. Each fold's claims are judged again by a program whose Verify / Categorize demos come from the other folds
    (stratified by category; the base's hand-written demos fill a category the pool lacks).
-3. For the base's demos and the pool's, the model's own labels and each calibration objective (fitted on the other
-   folds): the variant whose claim decisions give the most turns their annotated label wins, then the one with the
-   most claim decisions right (ties: the simpler). Turns first: on claims alone, always-safe scores well.
+3. The base's demos or the pool's: the variant whose claim decisions give the most turns their annotated label wins,
+   then the one with the most claim decisions right (ties: the base). Turns first: on claims alone, always-safe
+   scores well. (How the model's probabilities and the claims' evidence decide is the ``rule`` optimizer's.)
 4. Decompose: the base's demos against human claim lists from the other folds, by claim-set F1.
 5. The judging mode: the chosen variant in the batched mode (one Verify and one Categorize call per turn) replaces
    per-claim judging unless it is significantly worse on the same claims (exact McNemar, ``alpha``).
-6. The program: the chosen demos drawn from the whole pool, the calibration refitted on every training claim.
+6. The program: the chosen demos drawn from the whole pool.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .calibration import CATEGORIES, OBJECTIVES, ClaimProbe, fit
+from .calibration import CATEGORIES, ClaimProbe
 from .gate import PairedTest
 from .metrics import match_claims
 from .optimize import Meter, Pool, install, pool_from_traces
-from .probing import claim_scores, cross_fitted, decision_right, folds, probe, probes_of, turn_accuracy
+from .probing import claim_scores, decision_right, folds, probe, probes_of, turn_accuracy
 from .program import Vista
 from .schema import Dialogue, DialogueVerdict
 
@@ -44,12 +44,11 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
     meter = meter or Meter()
     clock = _Clock()
     split = _folds(train, folds, seed)
-    fold_of = {d.id: f for f, fold in enumerate(split) for d in fold}
     # Claims are judged as the compiled program will judge them (with or without Verify's explanation), one per call.
     per_claim = base.with_options(claim_calls="per-claim", decompose_calls="per-turn")
     record: dict[str, Any] = {"folds": [{"dialogues": len(f), "claims": _count_claims(f)} for f in split],
-                              "order": "demos and calibration together (every combination, cross-fitted), then "
-                                       "Decompose's demos, then the judging mode"}
+                              "order": "Verify and Categorize's demos (cross-fitted), then Decompose's demos, then "
+                                       "the judging mode"}
 
     log(f"1/5 the {base.program_name} program on the {_count_claims(train)} human claims of {len(train)} "
         "training dialogues (both stages, label probabilities)")
@@ -67,11 +66,11 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
     probes["pool"] = _aligned(fold_verdicts, train)
     clock.lap(record, "pool")
 
-    log("3/5 calibrations, cross-fitted by fold")
-    variants, rights = _variants(probes, fold_of)
-    # The turns the human claims' decisions get right, then the claim decisions; first of equals: the simpler.
+    log("3/5 Verify and Categorize's demos: the base's or the pool's")
+    variants, rights = _variants(probes)
+    # The turns the human claims' decisions get right, then the claim decisions; first of equals: the base.
     chosen = max(variants, key=lambda name: (variants[name]["turn_accuracy"], variants[name]["decision_accuracy"]))
-    demos_from, objective = chosen.split(" + ")
+    demos_from = chosen
     record["variants"] = variants
     record["chosen"] = chosen
     log("   turns / claim decisions right: " + "; ".join(
@@ -86,25 +85,16 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
     claim_calls = "per-claim"
     if base.options.claim_calls != "joint":
         log("5/5 the judging mode: the chosen variant with a turn's claims in one call")
-        mode = _choose_mode(per_claim, pool, train, split, fold_of, budgets, seed, demos_from, objective,
-                            rights[chosen], threads, alpha, meter, log)
+        mode = _choose_mode(per_claim, pool, train, split, budgets, seed, demos_from, rights[chosen], threads,
+                            alpha, meter, log)
         record["mode"] = mode
         claim_calls = mode["chosen"]
-        if claim_calls == "batched":
-            probes["chosen"] = mode.pop("_probes")
-        mode.pop("_probes", None)
         clock.lap(record, "mode")
 
     program = per_claim.with_options(claim_calls=claim_calls)
     stages = (JUDGED_STAGES if demos_from == "pool" else ()) + (
         ("decompose",) if record["decompose"]["chosen"] == "pool" else ())
-    program = with_pool_demos(program, pool, budgets, seed, stages) if stages else program
-    if objective != "none":
-        fitted_on = probes["chosen"] if claim_calls == "batched" else probes[demos_from]
-        program.calibration = fit(fitted_on, objective)
-        record["calibration"] = {"objective": objective, "claims": sum(p.calibratable for p in fitted_on),
-                                 **program.calibration.model_dump()}
-    return program, record
+    return (with_pool_demos(program, pool, budgets, seed, stages) if stages else program), record
 
 
 # ---- the steps ---------------------------------------------------------------------------------------------------
@@ -134,26 +124,18 @@ def every_category(picked: list, fallback: Sequence, budget: int) -> list:
     return chosen
 
 
-def _variants(probes: dict[str, list[ClaimProbe]], fold_of: dict[str, int]
-              ) -> tuple[dict[str, dict[str, Any]], dict[str, list[bool]]]:
-    """Every (demos, calibration) combination's pooled claim scores (a calibration cross-fitted: fitted on the other
-    folds), each with its paired test against the base's own labels and the calibration it would ship with."""
+def _variants(probes: dict[str, list[ClaimProbe]]) -> tuple[dict[str, dict[str, Any]], dict[str, list[bool]]]:
+    """Each demo source's pooled claim scores, the pool's with its paired test against the base."""
     gold = [p.gold for p in probes["base"]]
     variants: dict[str, dict[str, Any]] = {}
     rights: dict[str, list[bool]] = {}
     for demos, found in probes.items():
-        for objective in ("none", *OBJECTIVES):
-            decided = ([p.raw for p in found] if objective == "none"
-                       else cross_fitted(found, fold_of, objective)[0])
-            name = f"{demos} + {objective}"
-            variants[name] = {**claim_scores(decided, gold), "turn_accuracy": turn_accuracy(found, decided)}
-            rights[name] = decision_right(decided, gold)
-            if objective != "none":  # the calibration this variant would ship with (fitted on every claim)
-                variants[name]["calibration"] = fit(found, objective).model_dump()
-    base = rights["base + none"]
+        decided = [p.raw for p in found]
+        variants[demos] = {**claim_scores(decided, gold), "turn_accuracy": turn_accuracy(found, decided)}
+        rights[demos] = decision_right(decided, gold)
     for name, right in rights.items():
-        if name != "base + none":
-            variants[name]["against_base"] = PairedTest.of(right, base).model_dump()
+        if name != "base":
+            variants[name]["against_base"] = PairedTest.of(right, rights["base"]).model_dump()
     return variants, rights
 
 
@@ -196,8 +178,8 @@ def _matches(program: Vista, dialogues: Sequence[Dialogue], meter: Meter | None,
 
 
 def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: list[list[Dialogue]],
-                 fold_of: dict[str, int], budgets: dict[str, int], seed: int, demos_from: str, objective: str,
-                 per_claim_right: list[bool], threads: int, alpha: float, meter: Meter, log: Log) -> dict[str, Any]:
+                 budgets: dict[str, int], seed: int, demos_from: str, per_claim_right: list[bool], threads: int,
+                 alpha: float, meter: Meter, log: Log) -> dict[str, Any]:
     """Batched judging under the chosen recipe, on the same claims: chosen unless significantly worse."""
     batched = program.with_options(claim_calls="batched")
     if demos_from == "base":
@@ -210,12 +192,12 @@ def _choose_mode(program: Vista, pool: Pool, train: Sequence[Dialogue], split: l
             verdicts += probe(fold_program, fold, threads=threads, on_dialogue=_progress(log, len(fold), meter))[0]
     found = _aligned(verdicts, train)
     gold = [p.gold for p in found]
-    decided = [p.raw for p in found] if objective == "none" else cross_fitted(found, fold_of, objective)[0]
+    decided = [p.raw for p in found]
     test = PairedTest.of(decision_right(decided, gold), per_claim_right)
     worse = test.base_only > test.candidate_only and test.pvalue < alpha
     return {"batched": {**claim_scores(decided, gold), "turn_accuracy": turn_accuracy(found, decided)},
             "against_per_claim": test.model_dump(),
-            "chosen": "per-claim" if worse else "batched", "_probes": found}
+            "chosen": "per-claim" if worse else "batched"}
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------------

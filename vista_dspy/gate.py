@@ -107,7 +107,7 @@ class ProgramMeta(BaseModel):
     gate: dict[str, Any] = Field(default_factory=dict)  # Gate.as_dict()
     choice: dict[str, Any] = Field(default_factory=dict)  # the numbers each choice was made with
     options: dict[str, Any] = Field(default_factory=dict)  # the judging options saved with the program
-    calibration: dict[str, Any] | None = None
+    rule: dict[str, Any] | None = None  # the decision rule saved with the program (DecisionRule)
     demos: dict[str, int] = Field(default_factory=dict)
     cost: dict[str, Any] = Field(default_factory=dict)  # LM calls and tokens, seconds
     dspy_version: str = ""

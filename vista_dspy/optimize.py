@@ -1,12 +1,15 @@
-"""Compiling VISTA for one model: choose each predictor's demos (and, with ``claims``, the calibration and the
+"""Compiling VISTA for one model: choose its decision rule or each predictor's demos (and, with ``claims``, the
 judging mode), score the base and the compiled program on dev data no choice saw, gate the result, and save it.
 
 Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own, and
 a predictor whose pool is too thin for its budget is filled up with the base program's own demos):
 
-- ``claims`` (default; ``choosing``): chosen on the human-labelled claims of every training dialogue, pooled and
-  cross-fitted by dialogue: demos from the annotations (stratified by category), a calibration of the model's label
-  probabilities, and the judging mode.
+- ``rule`` (default; ``rule_fitting``): the base program judges every training dialogue end to end once, both stages
+  with label probabilities; a decision rule over those probabilities and the claims' evidence cues is fitted on the
+  decomposed claims (labelled through the human claims they match), its features, thresholds and cascade chosen
+  cross-fitted by dialogue. Demos and instructions stay the base's. One LM pass, then arithmetic.
+- ``claims`` (``choosing``): chosen on the human-labelled claims of every training dialogue, pooled and
+  cross-fitted by dialogue: demos from the annotations (stratified by category) and the judging mode.
 - ``labeled``: Decompose demos are human claim lists of annotated turns; Verify and Categorize demos are human-
   labelled claims judged by the seed program, kept only where the model agrees with the annotators (the explanation
   is the model's own, so every demo is complete). Stratified by label / category.
@@ -42,8 +45,8 @@ from .program import Vista
 from .schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
 
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
-OPTIMIZERS = ("claims", "labeled", "bootstrap", "random-search", "mipro")
-DEFAULT_OPTIMIZER = "claims"
+OPTIMIZERS = ("rule", "claims", "labeled", "bootstrap", "random-search", "mipro")
+DEFAULT_OPTIMIZER = "rule"
 
 
 def parse_demos(spec: str | None) -> dict[str, int]:
@@ -400,20 +403,24 @@ def compile_program(
     cross-fitting folds of ``claims``. ``describe`` (model, model_name, train / dev descriptions) goes into the
     meta. The result carries the gate; saving is the caller's (``save_compiled``)."""
     from .choosing import choose_on_claims
+    from .rule_fitting import compile_rule
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     budgets = budgets or dict(DEFAULT_DEMOS)
     base = base or Vista.from_program(SEED_PROGRAM)
     describe = dict(describe or {})
-    if optimizer in ("claims", "labeled") and not annotated(train):
+    if optimizer in ("rule", "claims", "labeled") and not annotated(train):
         raise ValueError(f"the {optimizer} optimizer needs training dialogues with human claims (VISTA's annotated "
                          "format, e.g. --train vista-human); use bootstrap for datasets with turn labels only")
     meter = Meter()
     started = time.perf_counter()
     choice: dict[str, Any] = {}
     base_score = None
-    if optimizer == "claims":
+    if optimizer == "rule":
+        compiled, choice = compile_rule(base, annotated(train), folds=folds, seed=seed, threads=threads,
+                                        alpha=alpha, meter=meter, log=log)
+    elif optimizer == "claims":
         compiled, choice = choose_on_claims(base, annotated(train), budgets, seed=seed, folds=folds,
                                             threads=threads, alpha=alpha, meter=meter, log=log)
     else:
@@ -437,7 +444,7 @@ def compile_program(
                   "alpha": alpha},
         train=data_record(train, describe.get("train")), dev=data_record(dev, describe.get("dev")),
         scores=scores, gate=gate.as_dict(), choice=choice, options=compiled.options.saved(),
-        calibration=compiled.calibration.model_dump() if compiled.calibration else None,
+        rule=compiled.rule.model_dump(mode="json") if compiled.rule else None,
         demos={name: len(p.demos) for name, p in compiled.named_predictors()},
         cost={**meter.usage.total.model_dump(), "seconds_choosing": round(chosen_seconds, 1),
               "seconds_total": round(time.perf_counter() - started, 1)},

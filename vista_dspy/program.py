@@ -21,8 +21,9 @@ from dspy.utils.saving import get_dependency_versions
 
 from . import batching, scoring
 from .batching import Question
-from .calibration import Calibration
 from .compiled import ProgramFile, content_hash, program_for_model, read_program, write_program
+from .decision import Decision, DecisionRule, by_evidence, decide
+from .evidence import describe, evidence_of
 from .grounding import says_something, split_grounded
 from .options import JudgeOptions
 from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
@@ -76,16 +77,17 @@ class Vista(StagedModule):
     Args:
         options: every switch of the judge (``JudgeOptions``: the paper's variants, the judging modes, the run
             modes); default: the paper's method.
-        calibration: how the model's label probabilities become decisions (``calibration.Calibration``); None
-            (default, the seed program's) keeps the model's own labels.
+        rule: how the model's label probabilities and each claim's evidence cues become decisions
+            (``decision.DecisionRule``); None (default, the seed program's: the paper's method) keeps the model's
+            own labels.
         **changes: options to change, by name (``Vista(use_context=True)``), validated with the rest.
 
     A saved program (``from_program`` / ``save_program``) holds the demos and instructions of the four predictors,
-    the judging options and the calibration, never an LM. One instance can judge many dialogues at once: all
+    the judging options and the decision rule, never an LM. One instance can judge many dialogues at once: all
     per-dialogue state lives in the call.
     """
 
-    def __init__(self, options: JudgeOptions | None = None, *, calibration: Calibration | None = None,
+    def __init__(self, options: JudgeOptions | None = None, *, rule: DecisionRule | None = None,
                  **changes: Any) -> None:
         super().__init__()
         self.decompose = dspy.Predict(Decompose)
@@ -94,7 +96,7 @@ class Vista(StagedModule):
         self.contradiction = dspy.Predict(CheckContradiction)
         options = options or JudgeOptions()
         self.options = options.replace(**changes) if changes else options
-        self.calibration = calibration
+        self.rule = rule
         self.program_name = "unsaved"
 
     # What the stage drivers read per call (StagedModule).
@@ -118,8 +120,8 @@ class Vista(StagedModule):
         (option names) win over them."""
         file = program if isinstance(program, ProgramFile) else read_program(program)
         options = JudgeOptions().replace(**file.options)
-        calibration = Calibration.model_validate(file.calibration) if file.calibration else None
-        module = cls(options.replace(**changes), calibration=calibration)
+        rule = DecisionRule.model_validate(file.rule) if file.rule else None
+        module = cls(options.replace(**changes), rule=rule)
         module.load_state(file.state)
         module.program_name = file.name
         return module
@@ -130,11 +132,11 @@ class Vista(StagedModule):
         return cls.from_program(program_for_model(model), **changes)
 
     def program_file(self, name: str | None = None) -> ProgramFile:
-        """What a program file holds for this judge: demos and instructions, saved options, calibration."""
+        """What a program file holds for this judge: demos and instructions, saved options, decision rule."""
         state = self.dump_state()
         state["metadata"] = {"dependency_versions": get_dependency_versions()}
         return ProgramFile(name or self.program_name, state, self.options.saved(),
-                           self.calibration.model_dump() if self.calibration else None)
+                           self.rule.model_dump(mode="json") if self.rule else None)
 
     def save_program(self, path: str | Path) -> Path:
         """Write this judge's program file (see ``compiled``)."""
@@ -142,9 +144,9 @@ class Vista(StagedModule):
         return write_program(self.program_file(path.stem), path)
 
     def content_hash(self) -> str:
-        """What identifies the program this judge runs: its demos, instructions, options and calibration."""
+        """What identifies the program this judge runs: its demos, instructions, options and decision rule."""
         return content_hash(self.dump_state(), self.options.saved(),
-                            self.calibration.model_dump() if self.calibration else None)
+                            self.rule.model_dump(mode="json") if self.rule else None)
 
     def with_options(self, **changes: Any) -> Vista:
         """A copy judging with these options changed (validated)."""
@@ -286,7 +288,9 @@ class Vista(StagedModule):
     def _judge_turn(self, dialogue: Dialogue, index: int, claims: ClaimsOfTurn, knowledge: list[str],
                     questions: dict[str, Any], usage: Usage) -> Steps:
         """The verdict on one judged turn: (2) verify every claim against the reference and ``knowledge``, (3)
-        categorize the claims that were not verified; the optional contradiction check is asked alongside."""
+        categorize the claims that were not verified; the optional contradiction check is asked alongside. Each
+        claim's evidence cues are computed here; with a rule whose cascade decides a claim by its evidence alone,
+        that claim is not asked at all."""
         turn = dialogue.turns[index]
         history = render_history(dialogue.turns[:index])
         evidence = {
@@ -295,14 +299,25 @@ class Vista(StagedModule):
         }
         if self.options.use_context:
             evidence["history"] = history
+        turn_evidence = evidence_of(dialogue, index, knowledge)
+        cues = [turn_evidence.cues(text) for text in claims.texts]
+        early = {i: d for i, c in enumerate(cues)
+                 if self.rule is not None and (d := by_evidence(self.rule, c)) is not None}
+        asked = [i for i in range(len(cues)) if i not in early]
         extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
                  if self.options.check_contradictions else [])
         verified, categorized, extra_results = yield from self._judge_claims_of_turn(
-            claims.texts, evidence, extra, questions["verify"], questions["categorize"], usage)
+            [claims.texts[i] for i in asked], evidence, extra, questions["verify"], questions["categorize"], usage)
         contradiction = self._contradiction(extra_results[0]) if extra else None
+        verdicts: list[ClaimVerdict] = []
+        for i, claim in enumerate(claims.claims):
+            if i in early:
+                verdicts.append(self._by_evidence(claim, early[i], cues[i]))
+            else:
+                j = asked.index(i)
+                verdicts.append(self._claim_verdict(claim, verified[j], categorized.get(j), cues[i]))
         return scoring.turn_verdict(
-            index, turn, [self._claim_verdict(claim, verified[i], categorized.get(i))
-                          for i, claim in enumerate(claims.claims)],
+            index, turn, verdicts,
             error=claims.error, contradiction=contradiction, claims_source=claims.source, knowledge=knowledge,
             duplicates_removed=claims.removed, ungrounded=list(claims.ungrounded),
             empty_decomposition=(claims.source == "decomposed" and claims.error is None and not claims.claims
@@ -311,9 +326,9 @@ class Vista(StagedModule):
     def _judge_claims_of_turn(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
                               verify: Question, categorize: Question, usage: Usage) -> Steps:
         """Steps 2-3 for the claims of one turn, one rule in every judging mode: Verify every claim; Categorize each
-        claim whose (calibrated) decision is not VERIFIED -- every claim under ``categorize_all``; a claim that a
-        batched or joint answer misses is asked on its own. Returns (a Verify result per claim, {claim index:
-        Categorize result}, the results of ``extra``, asked alongside the first call)."""
+        claim Verify did not verify -- every claim under ``categorize_all``; a claim that a batched or joint answer
+        misses is asked on its own. Returns (a Verify result per claim, {claim index: Categorize result}, the
+        results of ``extra``, asked alongside the first call)."""
         mode = self.options.claim_calls
         categorized: dict[int, StageResult] = {}
         if mode == "joint" and texts:
@@ -326,7 +341,7 @@ class Vista(StagedModule):
             verified, extra_results = yield from batching.ask(verify, texts, range(len(texts)), evidence, usage,
                                                               batch=mode == "batched", extra=extra)
         pending = [i for i in range(len(texts)) if i not in categorized and verified[i].error is None
-                   and (self.options.categorize_all or not self._verified(verified[i]))]
+                   and (self.options.categorize_all or verified[i].prediction.label != "VERIFIED")]
         asked, _ = yield from batching.ask(categorize, texts, pending, evidence, usage, batch=mode == "batched")
         categorized.update(asked)
         return [verified[i] for i in range(len(texts))], categorized, extra_results
@@ -348,38 +363,45 @@ class Vista(StagedModule):
                 results[i] = add_usage(usage, "decompose", result)
         return results
 
-    # ---- decisions: the model's labels, or calibrated ones ---------------------------------------------------
-    def _verified(self, result: StageResult) -> bool:
-        """Whether a claim is VERIFIED: the calibration's decision where the answer carried probabilities, else the
-        model's label."""
-        raw = result.prediction.label == "VERIFIED"
-        if self.calibration is None or not result.distributions or result.distributions[0] is None:
-            return raw
-        return self.calibration.verified(result.distributions[0])
-
-    def _category(self, result: StageResult) -> str:
-        raw = result.prediction.category
-        if self.calibration is None or not result.distributions or result.distributions[0] is None:
-            return raw
-        return self.calibration.category(result.distributions[0])
-
-    def _claim_verdict(self, claim: str | GoldClaim, verified: StageResult,
-                       categorized: StageResult | None) -> ClaimVerdict:
+    # ---- decisions: the model's labels, or the rule's --------------------------------------------------------
+    def _claim_verdict(self, claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None,
+                       cues: dict[str, float]) -> ClaimVerdict:
+        """A judged claim's verdict: the judge's own labels (no rule), or the rule's decision over the judge's
+        probabilities and the claim's cues. Categorize was asked iff Verify's own label was not VERIFIED (or
+        under ``categorize_all``, whose extra answer never changes a decision)."""
         text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
-        common: dict[str, Any] = {"claim": text, "gold_category": gold,
+        common: dict[str, Any] = {"claim": text, "gold_category": gold, "cues": cues,
                                   "probabilities": _probabilities(verified, categorized)}
         if verified.error is not None:
             return ClaimVerdict(category=Category.ERROR, stage="verify", error=verified.error, **common)
-        if self.calibration is not None:
-            common["raw_label"] = _raw_label(verified, categorized)
-        if self._verified(verified):
-            return ClaimVerdict(category=Category.VERIFIED, explanation=verified.prediction.get("explanation") or "",
-                                stage="verify", **common)
-        if categorized is None or categorized.error is not None:
+        said_verified = verified.prediction.label == "VERIFIED"
+        if not said_verified and (categorized is None or categorized.error is not None):
             error = categorized.error if categorized else "no categorize result"
             return ClaimVerdict(category=Category.ERROR, stage="categorize", error=error, **common)
-        return ClaimVerdict(category=Category(self._category(categorized)),
-                            explanation=categorized.prediction.explanation or "", stage="categorize", **common)
+        raw = "VERIFIED" if said_verified else categorized.prediction.category
+        stage = "verify" if said_verified else "categorize"
+        explanation = (verified.prediction.get("explanation") or "" if said_verified
+                       else categorized.prediction.explanation or "")
+        if self.rule is None:
+            return ClaimVerdict(category=Category(raw), explanation=explanation, stage=stage, **common)
+        probabilities = common["probabilities"]
+        decision = decide(self.rule, cues, probabilities.verify if probabilities else None,
+                          probabilities.categorize if probabilities and not said_verified else None, raw)
+        if decision.category.value != raw:
+            explanation = (f"Decided {decision.category.value} against the judge's {raw} (the rule's P(unsafe) "
+                           f"{decision.p_unsafe:.2f}; {describe(cues)})." + (f" Judge: {explanation}"
+                                                                            if explanation else ""))
+        return ClaimVerdict(category=decision.category, explanation=explanation, stage=stage, raw_label=raw,
+                            p_unsafe=round(decision.p_unsafe, 4), decided_by=decision.decided_by, **common)
+
+    @staticmethod
+    def _by_evidence(claim: str | GoldClaim, decision: Decision, cues: dict[str, float]) -> ClaimVerdict:
+        """A claim the cascade decided by its evidence alone: no LM call, the cues as its explanation."""
+        text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
+        return ClaimVerdict(claim=text, gold_category=gold, category=decision.category, stage="evidence",
+                            explanation=f"Decided by evidence alone (P(unsafe) {decision.p_unsafe:.2f}): "
+                                        f"{describe(cues)}.",
+                            cues=cues, p_unsafe=round(decision.p_unsafe, 4), decided_by="evidence")
 
     @staticmethod
     def _contradiction(result: StageResult) -> ContradictionVerdict:
@@ -395,12 +417,3 @@ def _probabilities(verified: StageResult, categorized: StageResult | None) -> La
     verify = verified.distributions[0] if verified.distributions else None
     categorize = categorized.distributions[0] if categorized is not None and categorized.distributions else None
     return LabelProbabilities(verify=verify, categorize=categorize) if verify or categorize else None
-
-
-def _raw_label(verified: StageResult, categorized: StageResult | None) -> str:
-    """What the model's own labels said of a claim (see ``ClaimVerdict.raw_label``)."""
-    if verified.prediction.label == "VERIFIED":
-        return "VERIFIED"
-    if categorized is not None and categorized.error is None:
-        return categorized.prediction.category
-    return "UNVERIFIABLE"

@@ -44,7 +44,8 @@ JUDGED_CATEGORIES = (
 
 TurnLabel = Literal["faithful", "hallucinated", "unknown"]
 GoldLabel = Literal["faithful", "hallucinated"]
-Stage = Literal["decompose", "verify", "categorize", "contradiction", "judge"]
+# "evidence": a compiled program's cascade decided the claim by its evidence cues alone, with no LM call.
+Stage = Literal["decompose", "verify", "categorize", "contradiction", "judge", "evidence"]
 
 
 class _Record(BaseModel):
@@ -190,15 +191,21 @@ class ClaimVerdict(_Record):
     claim: str
     category: Category
     explanation: str = ""
-    # The stage that decided: verify (VERIFIED), categorize (the other four), or the stage that failed (ERROR).
+    # The stage whose answer the claim got: verify (Verify said VERIFIED), categorize (Categorize's category), the
+    # stage that failed (ERROR), or evidence (decided by the cues alone, not asked).
     stage: Stage
     error: str | None = None
     # Set when the claim came from gold annotations (claim-accuracy protocol).
     gold_category: Category | None = None
     probabilities: LabelProbabilities | None = None
-    # When a calibration decided ``category``: what the model's own labels said -- VERIFIED, one of the four
-    # categories, or UNVERIFIABLE (Verify said so, and Categorize was not asked because the calibration verified it).
+    # The claim's evidence cues (``evidence.CUES``), computed with no LM call.
+    cues: dict[str, float] | None = None
+    # When a decision rule decided ``category``: what the judge's own labels said (VERIFIED or one of the four
+    # categories), the rule's P(unsafe), and what decided: "rule" (the judge's answers and the cues) or "evidence"
+    # (the cues alone: the cascade, or an endpoint without label probabilities).
     raw_label: str | None = None
+    p_unsafe: float | None = None
+    decided_by: Literal["rule", "evidence"] | None = None
 
 
 class ContradictionVerdict(_Record):

@@ -48,7 +48,8 @@ def benchmark(
                                                "rgm-contradictions. Without a path, its place under --data-dir.")
                         ] = "begin,fade,faithdial-audit",
     systems: Annotated[str, typer.Option(help="Comma-separated: vista, vista-ctx (history in Verify/Categorize), "
-                                              "factscore, factscore-nosplit, judge.")
+                                              "evidence (the program's claims decided by evidence cues alone: "
+                                              "what the judge adds), factscore, factscore-nosplit, judge.")
                        ] = "vista,factscore,factscore-nosplit,judge",
     ablations: Annotated[str, typer.Option(help="Comma-separated VISTA ablations, run as vista-<name>: no-ac, "
                                                 "no-history, zero-shot, contradiction-check; and the judging "

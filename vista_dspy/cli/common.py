@@ -25,6 +25,7 @@ err = Console(stderr=True)
 
 class System(str, Enum):
     vista = "vista"
+    evidence = "evidence"
     factscore = "factscore"
     factscore_nosplit = "factscore-nosplit"
     judge = "judge"
@@ -218,28 +219,29 @@ def judge_backend(backend: Backend, config: ModelConfig, lm_setup: ModelSetup, *
 
 
 def describe_judge(judge) -> str:
-    """The judge in a run's first line: its program and content hash, and its calibration."""
+    """The judge in a run's first line: its program and content hash, and how it decides."""
     name = f"program [bold]{judge.program_name}[/]"
     if not hasattr(judge, "content_hash"):
         return name
-    calibration = judge.calibration
+    rule = judge.rule
     return (f"{name} (sha256 {judge.content_hash()[:12]}), "
-            + (f"calibrated: {calibration.describe()}" if calibration is not None else "uncalibrated"))
+            + (rule.describe() if rule is not None else "the judge's own labels decide"))
 
 
-def calibration_off(judge, console: Console):
-    """A callback for each verdict that says once, when a calibrated program's answers carry no label
-    probabilities (the endpoint gave none), that its calibration is off: the model's own labels stand."""
+def evidence_only_notice(judge, console: Console):
+    """A callback for each verdict that says once, when a program with a decision rule over label probabilities
+    gets answers without them (the endpoint gave none), that its evidence-only model decides."""
     said = []
 
     def check(verdict) -> None:
-        if said or getattr(judge, "calibration", None) is None:
+        rule = getattr(judge, "rule", None)
+        if said or rule is None or rule.judged is None:
             return
-        claims = [c for t in verdict.turns for c in t.claims if c.category.value != "ERROR"]
+        claims = [c for t in verdict.turns for c in t.claims if c.category.value != "ERROR" and c.stage != "evidence"]
         if claims and not any(c.probabilities and c.probabilities.verify for c in claims):
             said.append(True)
-            console.print(f"calibration is off: the endpoint gave no label probabilities for dialogue "
-                          f"{verdict.dialogue_id}, so the model's own labels stand", highlight=False)
+            console.print(f"the endpoint gave no label probabilities (dialogue {verdict.dialogue_id}): the "
+                          "program's evidence-only rule decides, over the evidence cues alone", highlight=False)
 
     return check
 

@@ -52,7 +52,10 @@ def compile_command(
     dev: Annotated[str, typer.Option(help="Dialogues no choice sees, where the gate compares the seed and the "
                                           "compiled program (random-search and mipro also choose on them), same "
                                           "syntax.")] = "vista-human:dev",
-    optimizer: Annotated[str, typer.Option(help="claims (demos, calibration and judging mode chosen on the human "
+    optimizer: Annotated[str, typer.Option(help="rule (a decision rule over the judge's label probabilities and "
+                                                "evidence cues, fitted on the train dialogues judged end to end by "
+                                                "the base program, cross-fitted by dialogue; no demo changes), "
+                                                "claims (demos and judging mode chosen on the human "
                                                 "claims of every train dialogue, cross-fitted by dialogue), labeled "
                                                 "(demos from human annotations, the model's explanations where it "
                                                 "agrees), bootstrap (dspy.BootstrapFewShot on turn labels), "
@@ -146,7 +149,7 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
     name = name or program_name_for(model)
     err.print(f"compiling for {config.model} with {optimizer}: {len(train_set)} train / {len(dev_set)} dev "
               f"dialogues, demos {budgets}" + ("" if lm_setup.label_probabilities else
-                                               "; the endpoint gives no label probabilities: no calibration"),
+                                               "; the endpoint gives no label probabilities: an evidence-only rule at most"),
               highlight=False)
     base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
                               label_probabilities=lm_setup.label_probabilities,
@@ -173,7 +176,7 @@ def _print_result(result) -> None:
     meta = result.meta
     program = result.program
     err.print(f"compiled: options {program.options.changed() or 'the defaults'}; "
-              + (f"calibration {program.calibration.describe()}" if program.calibration else "no calibration")
+              + (program.rule.describe() if program.rule else "no decision rule")
               + f"; demos {meta.demos}; cost {meta.cost.get('calls')} LM calls, {meta.cost.get('seconds_choosing')} s "
                 f"choosing, {meta.cost.get('seconds_total')} s in all", highlight=False)
     for side in ("base", "compiled"):

@@ -36,7 +36,7 @@ from .common import (
     System,
     TemperatureOption,
     WorkersOption,
-    calibration_off,
+    evidence_only_notice,
     describe_judge,
     with_program_adapter,
     err,
@@ -52,8 +52,9 @@ from .common import (
 InputArgument = Annotated[Path, typer.Argument(
     help="Dialogues: VISTA's JSON format (optionally annotated) or JSONL of Dialogue records.", show_default=False)]
 SystemOption = Annotated[System, typer.Option(
-    help="vista, or a baseline with the same LM: factscore, factscore-nosplit (facts from the whole turn), judge "
-         "(LLM-as-Judge). The VISTA switches below apply to vista only.")]
+    help="vista; evidence (the program's decomposed claims decided by evidence cues alone, no Verify or Categorize "
+         "call: what the judge adds); or a baseline with the same LM: factscore, factscore-nosplit (facts from the "
+         "whole turn), judge (LLM-as-Judge). The VISTA switches below apply to vista and evidence only.")]
 ProgramOption = Annotated[Optional[str], typer.Option(
     help="Saved program: a JSON path or a name in vista_dspy/compiled/. Default: compiled/<model>.json when it "
          "exists, else the seed program.")]
@@ -251,6 +252,13 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
     from ..compiled import program_for_model, read_program
 
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
+    if system is System.evidence:
+        from ..bench import build_system
+
+        try:
+            return build_system("evidence", program=program or program_for_model(model), changes=flags, **endpoint)
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
     if system is not System.vista:
         if flags.get("given_claims") or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
@@ -277,10 +285,10 @@ def _progress_line(progress, dialogues: int, turns_total: int, judge, console: C
     once when a calibrated program gets no label probabilities to calibrate)."""
     task = progress.add_task("judging", total=dialogues)
     stats = {"turns": 0, "failed": 0, "errors": 0}
-    uncalibrated = calibration_off(judge, console)
+    evidence_notice = evidence_only_notice(judge, console)
 
     def on_done(verdict) -> None:
-        uncalibrated(verdict)
+        evidence_notice(verdict)
         stats["turns"] += len(verdict.turns)
         stats["failed"] += sum(t.error is not None or t.label == "unknown" for t in verdict.turns)
         stats["errors"] += sum(c.error is not None for t in verdict.turns for c in t.claims)

@@ -26,7 +26,6 @@ def models(
     what they need, whether they can be used now, and whether a compiled program ships for them."""
     from rich.table import Table
 
-    from ..calibration import Calibration
     from ..compiled import compiled_dir, read_program
     from ..local import GGUFS, ModelNotFound, resolve_gguf
     from ..models import MODELS, OPEN_WEIGHTS_NOTE
@@ -39,9 +38,10 @@ def models(
         meta = compiled_dir() / f"{name}.meta.json"
         if not (compiled_dir() / f"{name}.json").is_file():
             return "no (seed)"
-        calibration = read_program(name).calibration
-        calibrated = (f"calibrated: {Calibration.model_validate(calibration).describe()}" if calibration
-                      else "uncalibrated")
+        from ..decision import DecisionRule
+
+        rule = read_program(name).rule
+        calibrated = DecisionRule.model_validate(rule).describe() if rule else "the judge's own labels"
         if meta.is_file():
             info = json.loads(meta.read_text())
             return f"yes ({info.get('optimizer')}, {info.get('date', '')[:10]}; {calibrated})"

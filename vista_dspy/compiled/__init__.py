@@ -2,9 +2,9 @@
 
 A program file (``<name>.json``) is everything per model that changes verdicts: DSPy's state (each predictor's
 demos and instructions, never an LM or a key) and, under the ``vista`` key, the judging options it was chosen with
-and its calibration (none for the seed program). ``<name>.meta.json`` beside it says how it was compiled
-(``optimize.ProgramMeta``). A program is identified by its content: ``content_hash`` covers the state, the options
-and the calibration, so two files with the same name and different content never pass for one another.
+and its decision rule (``decision.DecisionRule``; none for the seed program). ``<name>.meta.json`` beside it says how it was compiled
+(``gate.ProgramMeta``). A program is identified by its content: ``content_hash`` covers the state, the options
+and the rule, so two files with the same name and different content never pass for one another.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from typing import Any
 import orjson
 
 SEED_PROGRAM = "seed"
-PROGRAM_FORMAT = 1
+PROGRAM_FORMAT = 2
+# Format 1 held a "calibration" (a Verify threshold and category offsets) where format 2 holds a decision rule; a
+# format-1 file without one reads as it always did.
+OLD_FORMATS = (1,)
 SECTION = "vista"  # the key of a program file that holds what DSPy's state does not
 # Options an older program kept in its meta file ("options"), before program files held them.
 LEGACY_META_OPTIONS = ("use_context", "reasoning", "claim_calls", "explain_verified")
@@ -51,32 +54,35 @@ def program_for_model(model: str | None) -> str:
 
 @dataclass
 class ProgramFile:
-    """The content of a program file: DSPy state, saved judging options (``JudgeOptions.saved``) and calibration."""
+    """The content of a program file: DSPy state, saved judging options (``JudgeOptions.saved``) and the decision
+    rule (``DecisionRule.model_dump``: plain numbers)."""
 
     name: str
     state: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)
-    calibration: dict[str, Any] | None = None
+    rule: dict[str, Any] | None = None
 
     @property
     def content_hash(self) -> str:
-        return content_hash(self.state, self.options, self.calibration)
+        return content_hash(self.state, self.options, self.rule)
 
     def to_json(self) -> dict[str, Any]:
-        return {SECTION: {"format": PROGRAM_FORMAT, "options": self.options, "calibration": self.calibration},
-                **self.state}
+        return {SECTION: {"format": PROGRAM_FORMAT, "options": self.options, "rule": self.rule}, **self.state}
 
 
-def content_hash(state: dict[str, Any], options: dict[str, Any], calibration: dict[str, Any] | None) -> str:
-    """sha256 of what a program judges with (dependency versions excluded), in canonical JSON."""
-    judged = {"state": {k: v for k, v in state.items() if k != "metadata"}, "options": options,
-              "calibration": calibration}
+def content_hash(state: dict[str, Any], options: dict[str, Any], rule: dict[str, Any] | None) -> str:
+    """sha256 of what a program judges with (dependency versions excluded), in canonical JSON. A program without a
+    rule hashes as it did before rules existed."""
+    judged: dict[str, Any] = {"state": {k: v for k, v in state.items() if k != "metadata"}, "options": options,
+                              "calibration": None}
+    if rule is not None:
+        judged["rule"] = rule
     return hashlib.sha256(orjson.dumps(judged, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def read_program(program: str | Path | None) -> ProgramFile:
-    """A program file by path or name (None: the seed). A file written before program files held options and
-    calibration has its meta file's options, if any, and no calibration."""
+    """A program file by path or name (None: the seed). A file written before program files held options has its
+    meta file's options, if any, and no rule."""
     name, path = program_path(program)
     state = json.loads(path.read_text())
     section = state.pop(SECTION, None)
@@ -84,9 +90,15 @@ def read_program(program: str | Path | None) -> ProgramFile:
         meta = path.with_name(f"{path.stem}.meta.json")
         legacy = json.loads(meta.read_text()).get("options") or {} if meta.is_file() else {}
         return ProgramFile(name, state, {k: v for k, v in legacy.items() if k in LEGACY_META_OPTIONS})
-    if section.get("format") != PROGRAM_FORMAT:
-        raise ValueError(f"{path}: program format {section.get('format')!r}, this version reads {PROGRAM_FORMAT}")
-    return ProgramFile(name, state, section.get("options") or {}, section.get("calibration"))
+    version = section.get("format")
+    if version in OLD_FORMATS:
+        if section.get("calibration"):
+            raise ValueError(f"{path}: program format {version} with a calibration, which this version no longer "
+                             "applies (a decision rule replaced it): compile the program again")
+        return ProgramFile(name, state, section.get("options") or {})
+    if version != PROGRAM_FORMAT:
+        raise ValueError(f"{path}: program format {version!r}, this version reads {PROGRAM_FORMAT}")
+    return ProgramFile(name, state, section.get("options") or {}, section.get("rule"))
 
 
 def write_program(program: ProgramFile, path: Path) -> Path:

@@ -1,0 +1,183 @@
+"""The decision rule of a compiled program: the judge's label probabilities and the claim's evidence cues
+(``evidence``) -> P(unsafe) and a category, through small linear models whose weights are plain numbers in the
+program file (never a pickle). The seed program has no rule: the judge's own labels decide.
+
+A rule holds two multinomial logistic models over the classes VERIFIED, OUT-OF-SCOPE, ABSTENTION and LACKING
+EVIDENCE (CONTRADICTED is fitted as LACKING EVIDENCE, the unsafe class):
+
+- ``judged``: the cues plus the judge's answers -- the logit of Verify's P(VERIFIED), and Categorize's distribution
+  for a claim Verify did not verify (as the program asks it; zeros with ``categorized`` = 0 otherwise);
+- ``evidence``: the cues alone, for an endpoint that gives no probabilities, for the cascade and for the
+  ``evidence`` baseline.
+
+A claim is unsafe when P(LACKING EVIDENCE) reaches the model's threshold (chosen for turn labels). Its category is
+then CONTRADICTED if the judge said so (overlap cannot show a contradiction) and LACKING EVIDENCE otherwise; a safe
+claim takes the most probable safe class. The cascade: a claim whose evidence-only P(unsafe) lies outside
+(``low``, ``high``) is decided by the evidence alone and not sent to Verify or Categorize.
+
+``decide`` is the one decision function: fitting (``rule_fitting``), cross-fitted scoring and the deployed judge
+all call it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .evidence import CUES
+from .schema import Category
+
+CLASSES: tuple[str, ...] = ("VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "LACKING EVIDENCE")
+SAFE_CLASSES: tuple[str, ...] = CLASSES[:3]
+UNSAFE_CLASS = "LACKING EVIDENCE"
+CATEGORIZE_LABELS: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
+JUDGE_FEATURES: tuple[str, ...] = ("verify_logit", "categorized",
+                                   *(f"categorize_{c.lower().replace(' ', '_').replace('-', '_')}"
+                                     for c in CATEGORIZE_LABELS))
+FEATURES: tuple[str, ...] = (*CUES, *JUDGE_FEATURES)
+_LOGIT_BOUND = 8.0  # |logit P(VERIFIED)| beyond this carries no more information (probabilities of 1e-4 or less)
+
+DecidedBy = Literal["judge", "rule", "evidence"]
+
+
+class LinearModel(BaseModel):
+    """A multinomial logistic model: P(class) = softmax(intercept + coef . features)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    features: tuple[str, ...]
+    classes: tuple[str, ...] = CLASSES
+    coef: tuple[tuple[float, ...], ...]  # one row per class
+    intercept: tuple[float, ...]
+    threshold: float = Field(default=0.5, gt=0.0, lt=1.0)  # P(unsafe) at or above it: unsafe
+
+    @model_validator(mode="after")
+    def _shapes(self) -> LinearModel:
+        unknown = sorted(set(self.features) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"unknown features {', '.join(unknown)}; known: {', '.join(FEATURES)}")
+        if set(self.classes) != set(CLASSES):
+            raise ValueError(f"classes must be {', '.join(CLASSES)}")
+        if len(self.coef) != len(self.classes) or len(self.intercept) != len(self.classes):
+            raise ValueError(f"coef and intercept need one row per class ({len(self.classes)})")
+        if any(len(row) != len(self.features) for row in self.coef):
+            raise ValueError(f"each coef row needs one weight per feature ({len(self.features)})")
+        return self
+
+    @property
+    def uses_judge(self) -> bool:
+        return any(f in JUDGE_FEATURES for f in self.features)
+
+    def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
+        x = [values[f] for f in self.features]
+        scores = [b + sum(w * v for w, v in zip(row, x)) for row, b in zip(self.coef, self.intercept)]
+        top = max(scores)
+        exp = [math.exp(s - top) for s in scores]
+        total = sum(exp)
+        return {c: e / total for c, e in zip(self.classes, exp)}
+
+    def weights(self) -> dict[str, dict[str, float]]:
+        """{class: {feature: weight}} (and the intercept), for reading a rule."""
+        return {c: {"intercept": b, **dict(zip(self.features, row))}
+                for c, row, b in zip(self.classes, self.coef, self.intercept)}
+
+
+class Band(BaseModel):
+    """The cascade's band on the evidence-only P(unsafe): outside (low, high) the evidence decides alone. A band with
+    ``low >= high`` is empty: the evidence decides every claim (``DecisionRule.evidence_only``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    low: float = Field(ge=0.0, le=1.0)
+    high: float = Field(ge=0.0, le=1.0)
+
+    def decides(self, p_unsafe: float) -> bool:
+        return p_unsafe <= self.low or p_unsafe >= self.high
+
+
+class DecisionRule(BaseModel):
+    """How one model's answers and a claim's evidence become a decision (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    judged: LinearModel | None = None
+    evidence: LinearModel
+    cascade: Band | None = None
+    # How it was fitted (claims, their source, the model): for reading, not for deciding.
+    fitted: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _roles(self) -> DecisionRule:
+        if self.evidence.uses_judge:
+            raise ValueError("the evidence model may use evidence cues only")
+        return self
+
+    def evidence_only(self) -> DecisionRule:
+        """This rule's evidence model deciding every claim: no Verify or Categorize call (the evidence baseline)."""
+        return DecisionRule(evidence=self.evidence, cascade=Band(low=1.0, high=0.0),
+                            fitted={**self.fitted, "evidence_only": True})
+
+    def describe(self) -> str:
+        if self.cascade is not None and self.cascade.low >= self.cascade.high:
+            return f"the evidence cues alone decide every claim (unsafe at P >= {self.evidence.threshold:.2f})"
+        parts = [f"decision rule over {'label probabilities and ' if self.judged else ''}evidence cues "
+                 f"(unsafe at P >= {(self.judged or self.evidence).threshold:.2f})"]
+        if self.cascade is not None:
+            parts.append(f"cascade: evidence alone decides at P(unsafe) <= {self.cascade.low:.2f} "
+                         f"or >= {self.cascade.high:.2f}")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Decision:
+    category: Category
+    p_unsafe: float
+    decided_by: DecidedBy
+
+
+def features(cues: Mapping[str, float], verify: Mapping[str, float] | None = None,
+             categorize: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The values a model reads: the cues, and what the judge said (``categorize`` only for a claim that Categorize
+    was asked about because Verify did not verify it)."""
+    values = dict(cues)
+    if verify is not None:
+        p = min(max(float(verify.get("VERIFIED", 0.0)), 1e-9), 1 - 1e-9)
+        values["verify_logit"] = max(-_LOGIT_BOUND, min(_LOGIT_BOUND, math.log(p / (1 - p)))) / _LOGIT_BOUND
+    values["categorized"] = 1.0 if categorize is not None else 0.0
+    for label, name in zip(CATEGORIZE_LABELS, JUDGE_FEATURES[2:]):
+        values[name] = float(categorize.get(label, 0.0)) if categorize is not None else 0.0
+    return values
+
+
+def decide(rule: DecisionRule, cues: Mapping[str, float], verify: Mapping[str, float] | None = None,
+           categorize: Mapping[str, float] | None = None, judge_category: str | None = None) -> Decision:
+    """A claim's decision under ``rule``: with the judged model when Verify's probabilities are known (and the rule
+    has one), else with the evidence model. ``judge_category``: what the judge's own labels said (VERIFIED or one
+    of the four categories; None when the judge was not asked)."""
+    use_judge = rule.judged is not None and verify is not None
+    model = rule.judged if use_judge else rule.evidence
+    p = model.probabilities(features(cues, verify, categorize))
+    p_unsafe = p[UNSAFE_CLASS]
+    decided_by: DecidedBy = "rule" if judge_category is not None else "evidence"
+    if p_unsafe >= model.threshold:
+        unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
+        return Decision(unsafe, p_unsafe, decided_by)
+    return Decision(Category(max(SAFE_CLASSES, key=p.__getitem__)), p_unsafe, decided_by)
+
+
+def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | None:
+    """The cascade: the evidence's decision of a claim it decides alone, or None (ask the judge)."""
+    if rule.cascade is None:
+        return None
+    decision = decide(rule, cues)
+    return decision if rule.cascade.decides(decision.p_unsafe) else None
+
+
+def feature_matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]):
+    import numpy as np
+
+    return np.array([[row[n] for n in names] for row in rows], dtype=float).reshape(len(rows), len(names))

@@ -1,0 +1,365 @@
+"""Fitting a decision rule (``decision``) on judged claims, cross-fitted by dialogue, and scoring it on turns.
+
+The claims come from verdicts of the base program judged with label probabilities and ``categorize_all`` (every
+claim asked of both stages; Categorize's answer is then masked for a claim Verify verified, as the deployed program
+asks it): the annotators' claims (``given_claims``) carry their own judgement; decomposed claims take the judgement
+of the human claim of the same turn they match (``metrics.match_claims``), and a decomposed claim that matches none
+is decided in the turn scores but not fitted on. Fitting is arithmetic on saved answers: no LM call.
+
+Every decision here goes through ``decision.decide``, as in the deployed program. A replay decides the base
+program's answers again under a rule; the knowledge store stays the base's (a live run accumulates the rule's
+decisions, so its later turns may see a slightly different store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .decision import (
+    CLASSES,
+    FEATURES,
+    JUDGE_FEATURES,
+    UNSAFE_CLASS,
+    Band,
+    DecisionRule,
+    LinearModel,
+    by_evidence,
+    decide,
+    feature_matrix,
+)
+from .evidence import CUES, evidence_of
+from .metrics import match_claims
+from .schema import Category, Dialogue, DialogueVerdict
+
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "evidence": CUES,
+    "evidence + verify": (*CUES, "verify_logit"),
+    "evidence + both stages": FEATURES,
+}
+UNSAFE_GOLD = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
+DEFAULT_C = 1.0
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One judged claim as a rule sees it."""
+
+    claim: str
+    cues: dict[str, float]
+    verify: dict[str, float] | None  # Verify's distribution, if the endpoint gave one
+    categorize: dict[str, float] | None  # Categorize's, for a claim Verify did not verify
+    judge: str  # the judge's own label: VERIFIED, one of the four categories, or ERROR
+    gold: str | None  # the annotators' judgement (of the matched human claim), None if unknown
+    categorize_all: dict[str, float] | None = None  # Categorize's distribution whatever Verify said, if asked
+
+    @property
+    def values(self) -> dict[str, float]:
+        from .decision import features
+
+        return features(self.cues, self.verify, self.categorize)
+
+
+@dataclass
+class TurnRows:
+    """One judged turn: its claims and what decides its label besides them."""
+
+    dialogue_id: str
+    turn_index: int
+    gold_label: str | None  # hallucinated / faithful (the turn's own gold label)
+    rows: list[ClaimRow]
+    failed: bool = False  # Decompose failed: unknown unless a claim is unsafe
+    calls: dict[str, int] = field(default_factory=dict)  # the base's LM calls by stage (decompose counted per turn)
+
+
+def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialogue]) -> list[TurnRows]:
+    """The judged turns of ``verdicts`` as rule inputs, cues computed against each turn's own store."""
+    turns: list[TurnRows] = []
+    for verdict in verdicts:
+        dialogue = dialogues[verdict.dialogue_id]
+        judged = len(verdict.turns) or 1
+        decompose_calls = verdict.usage.by_stage.get("decompose")
+        for turn in verdict.turns:
+            evidence = evidence_of(dialogue, turn.turn_index, turn.knowledge)
+            gold = _gold_of_claims(dialogue, turn.turn_index, [c.claim for c in turn.claims], turn.claims_source)
+            rows = []
+            for claim, gold_category in zip(turn.claims, gold):
+                judge = claim.raw_label or claim.category.value
+                probabilities = claim.probabilities
+                verify = probabilities.verify if probabilities else None
+                categorize = probabilities.categorize if probabilities and judge != "VERIFIED" else None
+                rows.append(ClaimRow(claim.claim, evidence.cues(claim.claim), verify, categorize, judge,
+                                     gold_category, probabilities.categorize if probabilities else None))
+            turns.append(TurnRows(verdict.dialogue_id, turn.turn_index, turn.gold_label, rows,
+                                  failed=turn.error is not None,
+                                  calls={"decompose": (decompose_calls.calls if decompose_calls else 0) / judged}))
+    return turns
+
+
+def _gold_of_claims(dialogue: Dialogue, index: int, claims: Sequence[str], source: str) -> list[str | None]:
+    """The annotators' judgement of each claim: its own (given claims, in order), or its matched human claim's."""
+    gold = dialogue.turns[index].gold
+    if gold is None or gold.claims is None:
+        return [None] * len(claims)
+    human = [c.category.value for c in gold.claims]
+    if source == "given":
+        return human[: len(claims)] + [None] * (len(claims) - len(human))
+    labels: list[str | None] = [None] * len(claims)
+    for e, g, _ in match_claims(list(claims), [c.text for c in gold.claims]).pairs:
+        labels[e] = human[g]
+    return labels
+
+
+# ---- fitting -------------------------------------------------------------------------------------------------------
+def fit_model(rows: Sequence[ClaimRow], features: Sequence[str], C: float = DEFAULT_C) -> LinearModel:
+    """A multinomial logistic regression of the annotators' judgements (CONTRADICTED as LACKING EVIDENCE) on
+    ``features``, over the rows with a known judgement and an answer (no ERROR)."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    usable = [r for r in rows if r.gold is not None and r.judge != "ERROR"
+              and ("verify_logit" not in features or r.verify is not None)]
+    if not usable:
+        raise ValueError("no claim with a known judgement to fit a decision rule on")
+    target = [_class_of(r.gold) for r in usable]
+    x = feature_matrix([r.values for r in usable], features)
+    present = sorted(set(target), key=CLASSES.index)
+    if len(present) < 2:
+        raise ValueError(f"every claim to fit on is {present[0]}: nothing to separate")
+    model = LogisticRegression(C=C, max_iter=5000).fit(x, np.array([present.index(t) for t in target]))
+    coef = {c: [0.0] * len(features) for c in CLASSES}
+    # A class the fitting claims lack gets a score that never wins.
+    intercept = {c: -30.0 for c in CLASSES}
+    rows_coef = model.coef_ if len(present) > 2 else np.vstack([-model.coef_[0] / 2, model.coef_[0] / 2])
+    rows_intercept = (model.intercept_ if len(present) > 2
+                      else np.array([-model.intercept_[0] / 2, model.intercept_[0] / 2]))
+    for i, c in enumerate(present):
+        coef[c] = [round(float(w), 6) for w in rows_coef[i]]
+        intercept[c] = round(float(rows_intercept[i]), 6)
+    return LinearModel(features=tuple(features), coef=tuple(tuple(coef[c]) for c in CLASSES),
+                       intercept=tuple(intercept[c] for c in CLASSES))
+
+
+def _class_of(gold: str) -> str:
+    return UNSAFE_CLASS if gold in UNSAFE_GOLD else gold
+
+
+def fit_rule(turns: Sequence[TurnRows], features: Sequence[str], *, C: float = DEFAULT_C,
+             fitted: dict[str, Any] | None = None) -> DecisionRule:
+    """A rule fitted on every claim of ``turns``: the judged model over ``features`` (none if they are cues only),
+    the evidence model over the cues, each with the threshold that gives the most turns their gold label."""
+    rows = [r for t in turns for r in t.rows]
+    evidence = fit_model(rows, CUES, C)
+    rule = DecisionRule(evidence=evidence, fitted=fitted or {})
+    rule = rule.model_copy(update={"evidence": evidence.model_copy(
+        update={"threshold": best_threshold(turns, rule, judge=False)})})
+    if any(f in JUDGE_FEATURES for f in features):
+        judged = fit_model(rows, features, C)
+        rule = rule.model_copy(update={"judged": judged})
+        rule = rule.model_copy(update={"judged": judged.model_copy(
+            update={"threshold": best_threshold(turns, rule, judge=True)})})
+    return DecisionRule.model_validate(rule.model_dump())
+
+
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(2, 19))
+
+
+def best_threshold(turns: Sequence[TurnRows], rule: DecisionRule, *, judge: bool) -> float:
+    """The threshold (of the judged model, or of the evidence model) that gives the most turns their gold label;
+    ties go to the one nearest 0.5."""
+    def accuracy(threshold: float) -> float:
+        model = (rule.judged if judge else rule.evidence).model_copy(update={"threshold": threshold})
+        trial = rule.model_copy(update={"judged": model} if judge else {"evidence": model, "judged": None})
+        return turn_scores(replay(turns, trial))["accuracy"]
+
+    return max(THRESHOLDS, key=lambda t: (accuracy(t), -abs(t - 0.5)))
+
+
+# ---- deciding and scoring --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnDecision:
+    turn: TurnRows
+    categories: list[str]  # per claim
+    p_unsafe: list[float | None]
+    by_evidence: list[bool]
+    label: str  # hallucinated / faithful / unknown
+
+
+def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True) -> TurnDecision:
+    """A turn's claims decided as the deployed program decides them: the judge's labels (no rule), or the rule --
+    the cascade first, then the judged model where Verify's probabilities exist (``judge``: the judge was asked at
+    all; False is the evidence baseline)."""
+    from .scoring import turn_label
+
+    categories: list[str] = []
+    p_unsafe: list[float | None] = []
+    evidence_only: list[bool] = []
+    for row in turn.rows:
+        if row.judge == "ERROR" and judge:
+            categories.append("ERROR")
+            p_unsafe.append(None)
+            evidence_only.append(False)
+            continue
+        if rule is None:
+            categories.append(row.judge)
+            p_unsafe.append(None)
+            evidence_only.append(False)
+            continue
+        early = by_evidence(rule, row.cues) if judge else decide(rule, row.cues)
+        if early is not None:
+            decision, alone = early, True
+        else:
+            decision, alone = decide(rule, row.cues, row.verify, row.categorize, row.judge), False
+        categories.append(decision.category.value)
+        p_unsafe.append(decision.p_unsafe)
+        evidence_only.append(alone)
+    label = turn_label([Category(c) for c in categories], failed=turn.failed)
+    return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
+
+
+def replay(turns: Sequence[TurnRows], rule: DecisionRule | None, *, judge: bool = True) -> list[TurnDecision]:
+    return [decide_turn(t, rule, judge=judge) for t in turns]
+
+
+def cross_fitted(turns: Sequence[TurnRows], fold_of: Mapping[str, int],
+                 fit: Callable[[Sequence[TurnRows]], DecisionRule], *, judge: bool = True
+                 ) -> tuple[list[TurnDecision], list[DecisionRule]]:
+    """Each turn decided by the rule fitted on the other folds' dialogues only (never on its own): (decisions in
+    ``turns`` order, the rule of each fold)."""
+    k = max(fold_of.values()) + 1
+    rules = [fit([t for t in turns if fold_of[t.dialogue_id] != f]) for f in range(k)]
+    return [decide_turn(t, rules[fold_of[t.dialogue_id]], judge=judge) for t in turns], rules
+
+
+def turn_scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
+    """Turn accuracy (unknown counts wrong), P/R/F1 of the hallucinated class, LM calls per turn."""
+    scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
+    n = len(scored)
+    tp = sum(d.label == "hallucinated" and d.turn.gold_label == "hallucinated" for d in scored)
+    fp = sum(d.label == "hallucinated" and d.turn.gold_label == "faithful" for d in scored)
+    fn = sum(d.label != "hallucinated" and d.turn.gold_label == "hallucinated" for d in scored)
+    right = sum(d.label == d.turn.gold_label for d in scored)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    return {"turns": n, "accuracy": right / n if n else 0.0, "precision": precision, "recall": recall,
+            "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+            "false_alarms": fp, "misses": fn}
+
+
+def turn_rights(decided: Sequence[TurnDecision]) -> list[bool]:
+    return [d.label == d.turn.gold_label for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
+
+
+def calls_per_turn(decided: Sequence[TurnDecision]) -> float:
+    """LM calls per judged turn as the program would make them: Decompose as the base did, Verify for each claim
+    the cascade did not decide, Categorize for those of them Verify did not verify."""
+    total = 0.0
+    for d in decided:
+        asked = [r for r, alone in zip(d.turn.rows, d.by_evidence) if not alone]
+        total += d.turn.calls.get("decompose", 0) + len(asked)
+        total += sum(r.judge not in ("VERIFIED", "ERROR") for r in asked)
+    return total / len(decided) if decided else 0.0
+
+
+def claim_decisions(decided: Sequence[TurnDecision]) -> tuple[list[str], list[str]]:
+    """(decided categories, annotators' judgements) of the claims with a known judgement."""
+    pairs = [(c, r.gold) for d in decided for c, r in zip(d.categories, d.turn.rows) if r.gold is not None]
+    return [c for c, _ in pairs], [g for _, g in pairs]
+
+
+def with_cascade(rule: DecisionRule, band: Band | None) -> DecisionRule:
+    return DecisionRule.model_validate({**rule.model_dump(), "cascade": band.model_dump() if band else None})
+
+
+# The cascade's candidate bands on the evidence-only P(unsafe), narrowest first.
+BANDS: tuple[Band, ...] = tuple(Band(low=low, high=high) for low, high in
+                                ((0.03, 0.97), (0.05, 0.95), (0.1, 0.9), (0.15, 0.85), (0.2, 0.8), (0.25, 0.75)))
+
+
+def scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
+    """Turn scores, claim scores against the annotators (``probing.claim_scores``) and LM calls per turn."""
+    from .probing import claim_scores
+
+    categories, gold = claim_decisions(decided)
+    return {**turn_scores(decided), "claims": claim_scores(categories, gold),
+            "calls_per_turn": round(calls_per_turn(decided), 2)}
+
+
+def choose_rule(turns: Sequence[TurnRows], fold_of: Mapping[str, int], *, alpha: float = 0.05, C: float = DEFAULT_C,
+                log: Callable[[str], None] = lambda message: None) -> tuple[DecisionRule, dict[str, Any]]:
+    """The rule for these turns, every choice cross-fitted by ``fold_of`` (no turn decided by a rule fitted on its
+    own dialogue): the feature set whose decisions give the most turns their gold label (then the most claim
+    decisions; ties: the fewer features), then the widest cascade band whose claim decisions are not significantly
+    worse (exact McNemar, ``alpha``) than asking the judge about every claim, fitted again on all ``turns``.
+    Returns (rule, the numbers of every choice)."""
+    from .gate import PairedTest
+    from .probing import decision_right
+
+    record: dict[str, Any] = {"turns": len(turns), "seed": scores(replay(turns, None))}
+    has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
+    candidates = {name: names for name, names in FEATURE_SETS.items()
+                  if has_probabilities or not any(n in JUDGE_FEATURES for n in names)}
+    if not has_probabilities:
+        record["note"] = "the endpoint gave no label probabilities: an evidence-only rule"
+    decided: dict[str, list[TurnDecision]] = {}
+    for name, names in candidates.items():
+        decided[name] = cross_fitted(turns, fold_of, lambda part, names=names: fit_rule(part, names, C=C))[0]
+        record[name] = scores(decided[name])
+        log(f"   {name}: turns {record[name]['accuracy']:.3f}, claim decisions "
+            f"{record[name]['claims'].get('decision_accuracy', 0):.3f}")
+    chosen = max(candidates, key=lambda n: (record[n]["accuracy"],
+                                            record[n]["claims"].get("decision_accuracy", 0), -len(candidates[n])))
+    record["chosen"] = chosen
+    rule = fit_rule(turns, candidates[chosen], C=C)
+    # The cascade: the widest band that asks fewer questions without significantly worse claim decisions.
+    full_categories, gold = claim_decisions(decided[chosen])
+    full_right = decision_right(full_categories, gold)
+    band_record: dict[str, Any] = {}
+    best: Band | None = None
+    if rule.judged is not None:
+        for band in BANDS:
+            trial = cross_fitted(turns, fold_of, lambda part, band=band: with_cascade(
+                fit_rule(part, candidates[chosen], C=C), band))[0]
+            categories, _ = claim_decisions(trial)
+            test = PairedTest.of(decision_right(categories, gold), full_right)
+            worse = test.base_only > test.candidate_only and test.pvalue < alpha
+            band_record[f"{band.low:.2f}-{band.high:.2f}"] = {**scores(trial), "against_no_cascade":
+                                                             test.model_dump(), "kept": not worse}
+            if not worse:
+                best = band
+        record["cascade"] = band_record
+        record["cascade_chosen"] = f"{best.low:.2f}-{best.high:.2f}" if best else None
+    rule = with_cascade(rule, best)
+    return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
+        "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
+        "features": chosen}}), record
+
+
+def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int = 0, threads: int = 1,
+                 alpha: float = 0.05, meter=None, log: Callable[[str], None] = lambda message: None):
+    """The ``rule`` optimizer: ``base`` judges every training dialogue end to end once (both stages, label
+    probabilities: ``probing.probe``), then ``choose_rule`` on those answers. Returns (``base`` with the rule, the
+    numbers of every choice). Demos and instructions stay the base's."""
+    from .probing import folds as make_folds
+    from .probing import probe
+
+    def progress(verdict: DialogueVerdict) -> None:
+        if meter is not None:
+            meter.usage.merge(verdict.usage)
+        done.append(verdict.dialogue_id)
+        log(f"    {len(done)}/{len(train)} dialogues ({verdict.dialogue_id}, {verdict.usage.total.calls} LM calls)")
+
+    done: list[str] = []
+    log(f"1/2 the {base.program_name} program judges the {len(train)} training dialogues end to end (both stages, "
+        "label probabilities)")
+    verdicts, _ = probe(base, train, threads=threads, on_dialogue=progress, given_claims=False)
+    turns = turns_of(verdicts, {d.id: d for d in train})
+    fold_of = {d.id: f for f, fold in enumerate(make_folds(train, folds, seed)) for d in fold}
+    log(f"2/2 decision rules on {sum(len(t.rows) for t in turns)} decomposed claims of {len(turns)} turns, "
+        f"cross-fitted over {folds} folds of dialogues")
+    rule, record = choose_rule(turns, fold_of, alpha=alpha, log=log)
+    log(f"   chosen: {record['chosen']}; cascade {record.get('cascade_chosen')}")
+    program = base.deepcopy()
+    program.rule = rule
+    return program, record
