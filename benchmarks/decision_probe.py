@@ -1,7 +1,6 @@
 """The real-model probe that decision rules are fitted and scored on: the seed program run over every judged turn of
-the annotated dev file with an embedded model, every claim asked of both stages with label probabilities
-(``categorize_all`` in the decomposed pass: Categorize also answers for verified claims, the seed's verdicts are
-unchanged).
+the annotated dev file with an embedded model, with label probabilities: exactly the seed's calls, and the
+answers a decision rule is fitted on.
 
     python benchmarks/decision_probe.py --model local                  # both passes, the 1.5B
     python benchmarks/decision_probe.py --model local-0.5b --passes decomposed
@@ -25,10 +24,10 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.local import EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.runner import Threads, evaluate
 
-# The decomposed pass asks Categorize about every claim (what the wave-3 calibration compared here needs); the human
-# pass only about the claims Verify did not verify, as the deployed program asks it.
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
-PASSES = {"decomposed": {"categorize_all": True}, "human": {"given_claims": True, "categorize_all": False}}
+# Both passes ask Categorize only about the claims Verify did not verify, as the seed and a program with a rule ask
+# it (the first five dialogues of the 1.5B's decomposed pass were asked about every claim, categorize_all).
+PASSES = {"decomposed": {}, "human": {"given_claims": True}}
 
 
 def probe_dir(model: str, name: str) -> Path:

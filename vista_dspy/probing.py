@@ -33,13 +33,12 @@ def probes_of(verdict: DialogueVerdict) -> list[ClaimProbe]:
 
 
 def probe(program, dialogues: Sequence[Dialogue], *, threads: int = 1,
-          on_dialogue: Callable[[DialogueVerdict], None] | None = None, given_claims: bool = True
+          on_dialogue: Callable[[DialogueVerdict], None] | None = None
           ) -> tuple[list[DialogueVerdict], dict[str, Trace]]:
-    """Judge the human claims of ``dialogues`` (``given_claims``; False: the claims ``program`` decomposes, end to
-    end) with ``program`` in the current dspy context, every claim asked of both stages (``categorize_all``):
-    (verdicts in input order, {dialogue id: its predictor calls}). A rerun is served by the LM cache, so an
-    interrupted probe resumes where it stopped."""
-    judge = program.with_options(given_claims=given_claims, categorize_all=True)
+    """Judge the human claims of ``dialogues`` with ``program`` in the current dspy context, every claim asked of
+    both stages (``categorize_all``): (verdicts in input order, {dialogue id: its predictor calls}). A rerun
+    is served by the LM cache, so an interrupted probe resumes where it stopped."""
+    judge = program.with_options(given_claims=True, categorize_all=True)
     names = {id(predictor): name for name, predictor in judge.named_predictors()}
 
     def one(dialogue: Dialogue) -> tuple[DialogueVerdict, Trace]:

@@ -338,11 +338,14 @@ def choose_rule(turns: Sequence[TurnRows], fold_of: Mapping[str, int], *, alpha:
 
 def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int = 0, threads: int = 1,
                  alpha: float = 0.05, meter=None, log: Callable[[str], None] = lambda message: None):
-    """The ``rule`` optimizer: ``base`` judges every training dialogue end to end once (both stages, label
-    probabilities: ``probing.probe``), then ``choose_rule`` on those answers. Returns (``base`` with the rule, the
-    numbers of every choice). Demos and instructions stay the base's."""
+    """The ``rule`` optimizer: ``base`` judges every training dialogue end to end once, with label probabilities
+    and exactly its own calls (Categorize for the claims Verify did not verify), then ``choose_rule`` on those
+    answers. Returns (``base`` with the rule, the numbers of every choice). Demos and instructions stay the
+    base's."""
+    import dspy
+
     from .probing import folds as make_folds
-    from .probing import probe
+    from .runner import Threads, evaluate
 
     def progress(verdict: DialogueVerdict) -> None:
         if meter is not None:
@@ -351,9 +354,13 @@ def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int =
         log(f"    {len(done)}/{len(train)} dialogues ({verdict.dialogue_id}, {verdict.usage.total.calls} LM calls)")
 
     done: list[str] = []
-    log(f"1/2 the {base.program_name} program judges the {len(train)} training dialogues end to end (both stages, "
-        "label probabilities)")
-    verdicts, _ = probe(base, train, threads=threads, on_dialogue=progress, given_claims=False)
+    log(f"1/2 the {base.program_name} program judges the {len(train)} training dialogues end to end (label "
+        "probabilities)")
+    result = evaluate(train, base.with_options(given_claims=False, categorize_all=False),
+                      Threads(dspy.settings.lm, dspy.settings.adapter, threads), on_done=progress)
+    if result.interrupted:
+        raise KeyboardInterrupt
+    verdicts = result.verdicts
     turns = turns_of(verdicts, {d.id: d for d in train})
     fold_of = {d.id: f for f, fold in enumerate(make_folds(train, folds, seed)) for d in fold}
     log(f"2/2 decision rules on {sum(len(t.rows) for t in turns)} decomposed claims of {len(turns)} turns, "
