@@ -1,4 +1,4 @@
-"""VISTA as the factuality metric of other DSPy programs: ``dspy.Evaluate``, the optimizers, and GEPA's feedback.
+"""VISTA as the factuality metric of other DSPy programs: one callable for ``dspy.Evaluate``, the optimizers and GEPA.
 
 A grounded chatbot is built the DSPy way, as a program whose prediction is a response to a dialogue history and a
 reference document; ``VistaMetric`` judges that response as VISTA judges an assistant turn: decomposed into claims,
@@ -23,7 +23,7 @@ from typing import Any
 import dspy
 
 from .program import Vista
-from .schema import Category, Dialogue, Grounding, Turn, TurnVerdict, Usage
+from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Grounding, Turn, TurnVerdict, Usage
 from .stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
@@ -81,19 +81,23 @@ class VistaMetric:
         self._lock = threading.Lock()
         self._started = False
 
-    # ---- DSPy's metric forms ---------------------------------------------------------------------------------
-    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float | bool:
-        """The response's VISTA score; while bootstrapping (``trace`` given), whether it reaches ``threshold``."""
-        value = self.score(self.turn(example, prediction))
-        return value >= self.threshold if trace is not None else value
+    # ---- DSPy's metric ----------------------------------------------------------------------------------------
+    def __call__(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> Judgement:
+        """The response's VISTA score and feedback, in the one form ``dspy.Evaluate``, the bootstrapping optimizers
+        and GEPA all take: a ``Judgement`` (a ``dspy.Prediction``) with ``score``, ``feedback`` (every unsafe claim
+        with its category and reason, and what the reference says) and ``passed`` (the score reaches
+        ``threshold``); it is truthy iff passed, which is what BootstrapFewShot asks of a traced metric. The
+        feedback is the same for every predictor (``pred_name``, ``pred_trace``): VISTA judges the response."""
+        turn = self.turn(gold, pred)
+        score = self.score(turn)
+        return Judgement(score=score, feedback=self.describe(turn, self._field(gold, pred, "document")),
+                         passed=score >= self.threshold)
 
     def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-                 pred_trace: Any = None) -> dspy.Prediction:
-        """GEPA's form: the score and a feedback text naming every unsafe claim with its category and reason, and
-        what the reference says."""
-        turn = self.turn(gold, pred)
-        return dspy.Prediction(score=self.score(turn), feedback=self.describe(turn, self._field(gold, pred,
-                                                                                                   "document")))
+                 pred_trace: Any = None) -> Judgement:
+        """The metric itself, under its former name for GEPA (``GEPA(metric=metric)`` needs no ``.feedback``)."""
+        return self(gold, pred, trace, pred_name, pred_trace)
 
     # ---- judging ---------------------------------------------------------------------------------------------
     def turn(self, example: Any, prediction: Any) -> TurnVerdict:
@@ -103,22 +107,28 @@ class VistaMetric:
             cached = self._turns.get(dialogue.id)
         if cached is not None:
             return cached
+        turn = self.judge_dialogue(dialogue).turns[-1]
+        with self._lock:
+            self._turns[dialogue.id] = turn
+        return turn
+
+    def judge_dialogue(self, dialogue: Dialogue) -> DialogueVerdict:
+        """VISTA's verdict on a whole dialogue under the judge's LM (its usage counted, its failures listed)."""
         self.start()
         try:
             with dspy.context(lm=self.lm, adapter=self.adapter), self.calls.active():
                 verdict = self.judge(dialogue)
         except EndpointDown as exc:
             raise JudgeEndpointDown(str(exc)) from None
-        turn = verdict.turns[-1]
+        failed = [c.error for t in verdict.turns for c in t.claims if c.error]
+        failed += [t.error for t in verdict.turns if t.error] + verdict.errors
         with self._lock:
             self.usage.merge(verdict.usage)
-            self._turns[dialogue.id] = turn
-            failed = [c.error for c in turn.claims if c.error] + ([turn.error] if turn.error else [])
             if failed:
                 self.failures.append(f"{dialogue.id}: {failed[0]}")
         if failed:
-            logger.warning("VISTA could not judge part of a response (%s): %s", dialogue.id, failed[0])
-        return turn
+            logger.warning("VISTA could not judge part of %s: %s", dialogue.id, failed[0])
+        return verdict
 
     def score(self, turn: TurnVerdict) -> float:
         if turn.score is not None:
@@ -163,8 +173,7 @@ class VistaMetric:
                  "or the dialogue so far." if unsafe else
                  f"All {len(turn.claims)} claims of the response are supported, or are opinions, remarks or "
                  "refusals."]
-        for claim in unsafe:
-            lines.append(f"- {claim.category.value}: \"{claim.claim}\" -- {claim.explanation or 'no reason given'}")
+        lines += [f"- {claim_line(claim)}" for claim in unsafe]
         errors = [c for c in turn.claims if c.category is Category.ERROR]
         if errors:
             lines.append(f"({len(errors)} claims could not be judged.)")
@@ -197,6 +206,19 @@ class VistaMetric:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class Judgement(dspy.Prediction):
+    """What ``VistaMetric`` returns: ``score``, ``feedback`` and ``passed``; truthy iff ``passed``."""
+
+    def __bool__(self) -> bool:
+        return bool(self.get("passed"))
+
+
+def claim_line(claim: ClaimVerdict) -> str:
+    """One judged claim in a line: its category, its text and the judge's reason."""
+    why = claim.error if claim.category is Category.ERROR else claim.explanation
+    return f"{claim.category.value}: \"{claim.claim}\" -- {why or 'no reason given'}"
 
 
 def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
