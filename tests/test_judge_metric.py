@@ -171,3 +171,20 @@ def test_gepa_takes_the_metric_itself_and_its_reflection_reads_vista_s_feedback(
     assert isinstance(optimized, Chatbot) and reflections
     # (the reflection prompt holds the feedback as a JSON string: its quotes escaped)
     assert 'LACKING EVIDENCE: \\"The city was founded in 1850.\\" -- rule for LACKING EVIDENCE' in reflections[0]
+
+
+def test_the_example_chatbot_is_optimized_with_gepa(capsys, dev_file):
+    """examples/optimize_chatbot.py --optimizer gepa end to end against the fake server: every answer of the fake
+    chatbot is safe, so GEPA, within its budget, finds nothing to reflect on and keeps the instruction; the result
+    is evaluated on the held-out turns."""
+    import runpy
+
+    example_module = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "optimize_chatbot.py"))
+    with FakeOpenAIServer() as server:
+        code = example_module["main"](["--model", "hosted_vllm/student", "--judge", "hosted_vllm/judge",
+                                       "--api-base", server.url, "--dialogues", "2", "--data", str(dev_file),
+                                       "--optimizer", "gepa", "--budget", "6"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "on 2 held-out turns: 1.000 before, 1.000 after (instruction kept by GEPA on 2 turns)" in out.out
+    assert {model for model, _ in server.models} == {"student", "judge"}
