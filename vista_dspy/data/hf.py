@@ -73,9 +73,15 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if (path / "state.json").is_file():
             return datasets.load_from_disk(str(path)).to_list()
         builder, files = _data_files(path)
-        with tempfile.TemporaryDirectory(prefix="vista-datasets-") as cache:
-            return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache,
-                                         keep_in_memory=True).to_list()
+        bars = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()  # "Generating train split" for a file read in a second
+        try:
+            with tempfile.TemporaryDirectory(prefix="vista-datasets-") as cache:
+                return datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache,
+                                             keep_in_memory=True).to_list()
+        finally:
+            if bars:
+                datasets.enable_progress_bars()
     except InputError:
         raise
     except Exception as exc:  # datasets and pyarrow have many error types for an unreadable file
