@@ -188,3 +188,13 @@ def test_the_example_chatbot_is_optimized_with_gepa(capsys, dev_file):
     assert code == 0, out.err
     assert "on 2 held-out turns: 1.000 before, 1.000 after (instruction kept by GEPA on 2 turns)" in out.out
     assert {model for model, _ in server.models} == {"student", "judge"}
+
+
+def test_a_document_may_be_a_list_of_retrieved_passages():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        passages = example(document=["Lisbon is the capital of Portugal.", "Lisbon has seven hills."])
+        result = metric(passages, dspy.Prediction(response="Lisbon has seven hills. Lisbon has ten bridges."))
+        turn = metric.turn(passages, dspy.Prediction(response="Lisbon has seven hills. Lisbon has ten bridges."))
+    assert result.score == 0.5 and turn.passages == ["Lisbon is the capital of Portugal.", "Lisbon has seven hills."]
+    assert "The reference says: [1] Lisbon is the capital of Portugal. [2] Lisbon has seven hills." in result.feedback

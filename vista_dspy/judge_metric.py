@@ -24,6 +24,7 @@ import dspy
 
 from .program import Vista
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Grounding, Turn, TurnVerdict, Usage
+from .schema import number_passages
 from .stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ class VistaMetric:
             else the seed).
         history_field, document_field, response_field: where the dialogue so far (a string of ``role: text``
             lines, a list of ``{"role", "content"}`` messages or of (role, text) pairs, or a ``dspy.History``), the
-            reference document and the judged response are; each is looked up on the prediction, then on the
-            example. Defaults fit a ``dspy.Signature("history, document -> response")`` chatbot.
+            reference (a text, or a list of retrieved passages) and the judged response are; each is looked up on
+            the prediction, then on the example. Defaults fit a ``dspy.Signature("history, document -> response")``
+            chatbot.
         threshold: a response passes (``trace`` given: bootstrapping) when its score reaches this. Default 1.0:
             every claim safe.
         parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
@@ -91,8 +93,7 @@ class VistaMetric:
         feedback is the same for every predictor (``pred_name``, ``pred_trace``): VISTA judges the response."""
         turn = self.turn(gold, pred)
         score = self.score(turn)
-        return Judgement(score=score, feedback=self.describe(turn, self._field(gold, pred, "document")),
-                         passed=score >= self.threshold)
+        return Judgement(score=score, feedback=self.describe(turn), passed=score >= self.threshold)
 
     def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
                  pred_trace: Any = None) -> Judgement:
@@ -146,11 +147,13 @@ class VistaMetric:
         response = self._field(prediction, None, "response")
         if not isinstance(response, str):
             raise ValueError(f"the prediction has no text in its {self.fields['response']!r} field")
-        grounding = (Grounding.from_document(str(document)) if document and str(document).strip()
-                     else Grounding.knowledge_only())
+        # A document may be one text or a list of retrieved passages (numbered for the judge).
+        passages = [str(p) for p in (document if isinstance(document, (list, tuple)) else [document or ""])]
+        passages = [p for p in passages if p.strip()]
+        grounding = Grounding.from_passages(passages) if passages else Grounding.knowledge_only()
         turns.append(Turn(role="assistant", text=response, grounding=grounding))
         key = hashlib.sha256("\x1f".join(f"{t.role}:{t.text}" for t in turns).encode()
-                             + b"\x1e" + str(document or "").encode()).hexdigest()[:16]
+                             + b"\x1e" + (grounding.document or "").encode()).hexdigest()[:16]
         return Dialogue(id=f"turn-{key}", turns=turns)
 
     def _field(self, first: Any, second: Any, role: str) -> Any:
@@ -165,7 +168,10 @@ class VistaMetric:
 
     @staticmethod
     def describe(turn: TurnVerdict, document: Any = None) -> str:
-        """Feedback for an optimizer: every unsafe claim with its category and the judge's reason."""
+        """Feedback for an optimizer: every unsafe claim with its category and the judge's reason, and what the
+        reference says (``document``, else the turn's passages)."""
+        if document is None and turn.passages:
+            document = number_passages(turn.passages)
         unsafe = [c for c in turn.claims if c.category in (Category.CONTRADICTED, Category.LACKING_EVIDENCE)]
         if not turn.claims:
             return "The response makes no claim; nothing in it is unsupported."
