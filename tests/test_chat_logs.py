@@ -12,7 +12,8 @@ from vista_dspy.data import InputError, load_dialogues
 from vista_dspy.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Grounding
 
-CAPITAL, HILLS, RIVER = "Lisbon is the capital of Portugal.", "Lisbon has seven hills.", "The Tagus flows through Lisbon."
+CAPITAL, HILLS = "Lisbon is the capital of Portugal.", "Lisbon has seven hills."
+RIVER = "The Tagus flows through Lisbon."
 # Three judged turns whose verdicts the fake judge makes known: both claims found in the two passages (faithful);
 # one claim in the passage and one not in it (LACKING EVIDENCE); a turn without evidence whose first claim is in the
 # knowledge store and whose second says "never" (CONTRADICTED).
@@ -145,20 +146,20 @@ def test_system_messages_are_background_that_seeds_the_knowledge_store(tmp_path)
 
 GOOD = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello.", "retrieval_context": ["doc"]}]
 MALFORMED = [
-    ("no messages", {"id": "a"}, "line 1", "field 'messages'"),
-    ("messages not a list", {"messages": "hi"}, "line 1", "field 'messages': expected a list of messages"),
-    ("unknown role", {"messages": [{"role": "bot", "content": "x"}]}, "line 1, message 0", "field 'role'"),
-    ("content not text", {"messages": [{"role": "user", "content": 3}]}, "line 1, message 0", "field 'content'"),
-    ("empty user message", {"messages": [{"role": "user", "content": " "}]}, "line 1, message 0", "field 'content': no text"),
-    ("passage not a string", {"messages": [GOOD[0], {**GOOD[1], "retrieval_context": ["a", 2]}]}, "line 1, message 1",
+    ("no messages", {"id": "a"}, None, "field 'messages'"),
+    ("messages not a list", {"messages": "hi"}, None, "field 'messages': expected a list of messages"),
+    ("unknown role", {"messages": [{"role": "bot", "content": "x"}]}, 0, "field 'role'"),
+    ("content not text", {"messages": [{"role": "user", "content": 3}]}, 0, "field 'content'"),
+    ("empty user message", {"messages": [{"role": "user", "content": " "}]}, 0, "field 'content': no text"),
+    ("passage not a string", {"messages": [GOOD[0], {**GOOD[1], "retrieval_context": ["a", 2]}]}, 1,
      "field 'retrieval_context[1]'"),
-    ("two evidence fields", {"messages": [GOOD[0], {**GOOD[1], "context": "b"}]}, "line 1, message 1", "field 'context'"),
-    ("passages on a user message", {"messages": [{**GOOD[0], "retrieval_context": ["a"]}]}, "line 1, message 0",
+    ("two evidence fields", {"messages": [GOOD[0], {**GOOD[1], "context": "b"}]}, 1, "field 'context'"),
+    ("passages on a user message", {"messages": [{**GOOD[0], "retrieval_context": ["a"]}]}, 0,
      "passages belong on the assistant message"),
-    ("empty assistant message", {"messages": [GOOD[0], {"role": "assistant", "content": ""}]}, "line 1, message 1",
+    ("empty assistant message", {"messages": [GOOD[0], {"role": "assistant", "content": ""}]}, 1,
      "field 'content'"),
-    ("bad gold label", {"messages": [GOOD[0], {**GOOD[1], "gold_label": "yes"}]}, "line 1, message 1", "field 'gold_label'"),
-    ("only a system message", {"messages": [{"role": "system", "content": "x"}]}, "line 1",
+    ("bad gold label", {"messages": [GOOD[0], {**GOOD[1], "gold_label": "yes"}]}, 1, "field 'gold_label'"),
+    ("only a system message", {"messages": [{"role": "system", "content": "x"}]}, None,
      "no user or assistant message"),
 ]
 
@@ -168,7 +169,8 @@ def test_a_malformed_chat_record_names_file_record_and_field(tmp_path, name, rec
     path = write_jsonl(tmp_path / "bad.jsonl", [record])
     with pytest.raises(InputError) as info:
         load_dialogues(path, "chat")
-    assert str(info.value).startswith(f"{path}: {where}") and message in str(info.value)
+    record = "line 1" if where is None else f"line 1, message {where}"  # where: the message, or None
+    assert str(info.value).startswith(f"{path}: {record}: ") and message in str(info.value)
 
 
 def test_the_cli_reports_a_malformed_chat_log_with_exit_2_and_no_traceback(tmp_path):

@@ -76,6 +76,6 @@ def test_assert_faithful_fails_on_a_claim_it_could_not_judge():
     with FakeOpenAIServer() as server:
         judge = VistaMetric(lm(server), parse_retries=0)
         unjudgeable = [MESSAGES[0], {**MESSAGES[1], "content": "Lisbon has seven hills. <<BAD-VERIFY>> It is old."}]
-        with pytest.raises(AssertionError, match=r"VISTA: dialogue .*: 1 claims or turns not judged\n  not judged: ERROR: "
-                                                 r"\"<<BAD-VERIFY>> It is old.\" -- "):
+        with pytest.raises(AssertionError, match=r"VISTA: dialogue .*: 1 claims or turns not judged\n"
+                                                 r"  not judged: ERROR: \"<<BAD-VERIFY>> It is old.\" -- "):
             assert_faithful(unjudgeable, judge=judge)

@@ -198,3 +198,15 @@ def test_a_document_may_be_a_list_of_retrieved_passages():
         turn = metric.turn(passages, dspy.Prediction(response="Lisbon has seven hills. Lisbon has ten bridges."))
     assert result.score == 0.5 and turn.passages == ["Lisbon is the capital of Portugal.", "Lisbon has seven hills."]
     assert "The reference says: [1] Lisbon is the capital of Portugal. [2] Lisbon has seven hills." in result.feedback
+
+
+def test_a_history_s_system_message_seeds_the_knowledge_store_and_its_tool_messages_are_no_turns():
+    history = [{"role": "system", "content": "Lisbon has ten bridges."}, {"role": "user", "content": "Bridges?"},
+               {"role": "tool", "content": "search results"}]
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        prediction = dspy.Prediction(response="Lisbon has ten bridges.")
+        assert metric(example(history=history), prediction).score == 1.0  # from the background, not the document
+        dialogue = metric.dialogue(example(history=history), prediction)
+    assert dialogue.background == ["Lisbon has ten bridges."]
+    assert [t.role for t in dialogue.turns] == ["user", "assistant"]

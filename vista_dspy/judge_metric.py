@@ -29,8 +29,9 @@ from .stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
 
+# A history's roles: system messages seed the knowledge store (as a chat log's do); tool messages are no turns.
 ROLES = {"user": "user", "apprentice": "user", "human": "user", "assistant": "assistant", "wizard": "assistant",
-         "bot": "assistant", "system": None}
+         "bot": "assistant", "system": "system", "developer": "system", "tool": None, "function": None}
 
 
 class JudgeFailed(RuntimeError):
@@ -142,7 +143,7 @@ class VistaMetric:
     def dialogue(self, example: Any, prediction: Any) -> Dialogue:
         """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
         the response judged against the document (or the knowledge store alone, without one)."""
-        turns = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
+        turns, background = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
         document = self._field(example, prediction, "document")
         response = self._field(prediction, None, "response")
         if not isinstance(response, str):
@@ -152,9 +153,9 @@ class VistaMetric:
         passages = [p for p in passages if p.strip()]
         grounding = Grounding.from_passages(passages) if passages else Grounding.knowledge_only()
         turns.append(Turn(role="assistant", text=response, grounding=grounding))
-        key = hashlib.sha256("\x1f".join(f"{t.role}:{t.text}" for t in turns).encode()
-                             + b"\x1e" + (grounding.document or "").encode()).hexdigest()[:16]
-        return Dialogue(id=f"turn-{key}", turns=turns)
+        said = [*(f"system:{fact}" for fact in background), *(f"{t.role}:{t.text}" for t in turns)]
+        key = hashlib.sha256("\x1f".join(said).encode() + b"\x1e" + (grounding.document or "").encode()).hexdigest()
+        return Dialogue(id=f"turn-{key[:16]}", turns=turns, background=background)
 
     def _field(self, first: Any, second: Any, role: str) -> Any:
         name = self.fields[role]
@@ -245,11 +246,12 @@ def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
     return config.build(), config.build_adapter(), None, {"label_probabilities": config.logprobs}
 
 
-def _history_turns(history: Any, response_field: str) -> list[Turn]:
-    """Earlier turns from a history in any of the accepted shapes; assistant turns become common ground."""
+def _history_turns(history: Any, response_field: str) -> tuple[list[Turn], list[str]]:
+    """Earlier turns from a history in any of the accepted shapes (assistant turns become common ground), and the
+    texts of its system messages (background facts)."""
     pairs: list[tuple[str, str]] = []
     if history is None:
-        return []
+        return [], []
     if isinstance(history, dspy.History):
         for message in history.messages:
             if "role" in message:
@@ -279,11 +281,14 @@ def _history_turns(history: Any, response_field: str) -> list[Turn]:
                 pairs.append((str(role), str(text)))
     else:
         raise ValueError(f"a history must be text, messages or a dspy.History, not {type(history).__name__}")
-    turns = []
+    turns, background = [], []
     for role, text in pairs:
         kind = ROLES.get(role.strip().lower(), "user")
         if kind is None or not text.strip():
             continue
-        turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
-                     else Turn(role="user", text=text))
-    return turns
+        if kind == "system":
+            background.append(text.strip())
+        else:
+            turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
+                         else Turn(role="user", text=text))
+    return turns, background
