@@ -111,8 +111,7 @@ LabelProbabilitiesOption = Annotated[Optional[bool], typer.Option(
     show_default=False)]
 FormatOption = Annotated[Optional[str], typer.Option(
     help="Input format: vista, dialogues, chat or hf (a datasets dataset; default: detected), or a benchmark "
-         "loader: begin, fade, "
-         "faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
+         "loader: begin, fade, faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
 OverwriteOption = Annotated[bool, typer.Option(help="Discard an earlier run in --out instead of resuming it.")]
 ShowClaimsOption = Annotated[Optional[bool], typer.Option(
     help="Print every claim's verdict (default: when at most 3 dialogues).")]
