@@ -75,7 +75,7 @@ def dialogue_from_chat(path: Path, where: str, item: Any, index: int) -> Dialogu
         role = _role(path, at, message)
         text = _content(path, at, message)
         if role != "assistant":
-            misplaced = next((name for name in EVIDENCE_FIELDS if name in message), None)
+            misplaced = next((name for name in EVIDENCE_FIELDS if message.get(name)), None)  # [] or "" is no evidence
             if misplaced:
                 raise InputError(path, f"passages belong on the assistant message that used them, not on a {role} "
                                        "message", record=at, field=misplaced)
