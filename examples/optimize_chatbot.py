@@ -2,12 +2,14 @@
 
 The chatbot is a plain DSPy program, ``history, document -> response``; its examples are the assistant turns of the
 annotated dev file that come with a reference document (the history is the dialogue before the turn). It is scored
-with ``dspy.Evaluate`` on the turns of some dialogues, improved with ``dspy.BootstrapFewShot`` on the turns of
-others (a demo is kept only when VISTA finds every claim of its response safe), and scored again on the first
-dialogues, which it did not train on.
+with ``dspy.Evaluate`` on the turns of some dialogues, improved on the turns of others, and scored again on the
+first dialogues, which it did not train on. The same metric object serves all three. Two optimizers:
+``--optimizer bootstrap`` (``dspy.BootstrapFewShot``: a demo is kept only when VISTA finds every claim of its
+response safe) and ``--optimizer gepa`` (``dspy.GEPA``: the chatbot's instruction is rewritten by a reflection LM that
+reads VISTA's feedback, the unsupported claims with their category and reason).
 
     python examples/optimize_chatbot.py                          # the embedded model writes and judges
-    python examples/optimize_chatbot.py --model gpt-4o-mini --judge gpt-4o --dialogues 20
+    python examples/optimize_chatbot.py --model gpt-4o-mini --judge gpt-4o --dialogues 20 --optimizer gepa
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def student_lm(model: str, metric: VistaMetric) -> dspy.BaseLM:
     return build_lm(model, None)
 
 
+def changed(chatbot: Chatbot, improved: Chatbot) -> bool:
+    return improved.respond.signature.instructions != chatbot.respond.signature.instructions
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="local", help="the chatbot's model (default: the embedded one)")
@@ -79,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demos", type=int, default=2, help="bootstrapped demos at most")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--api-base", default=None, help="an OpenAI-compatible endpoint serving --model and --judge")
+    parser.add_argument("--optimizer", choices=("bootstrap", "gepa"), default="bootstrap")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="GEPA: metric calls at most (default: four passes over the training turns)")
+    parser.add_argument("--reflection-model", default=None,
+                        help="GEPA: the LM that rewrites the instruction (default: the chatbot's)")
     args = parser.parse_args(argv)
 
     dialogues = [d for d in load_dialogues(args.data) if examples([d])]
@@ -97,7 +108,13 @@ def main(argv: list[str] | None = None) -> int:
             evaluate = dspy.Evaluate(devset=held_out, metric=metric, num_threads=1, display_progress=True,
                                      max_errors=1)
             before = evaluate(chatbot)
-            optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=args.demos, max_labeled_demos=0)
+            if args.optimizer == "gepa":
+                reflection = build_lm(args.reflection_model, args.api_base) if args.reflection_model else lm
+                optimizer = dspy.GEPA(metric=metric, reflection_lm=reflection, num_threads=1,
+                                      max_metric_calls=args.budget or 4 * len(train), reflection_minibatch_size=2)
+            else:
+                optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=args.demos,
+                                                  max_labeled_demos=0)
             improved = optimizer.compile(chatbot, trainset=train)
             improved.set_lm(lm)  # the compiled copy starts without an LM (DSPy resets its predictors)
             after = evaluate(improved)
@@ -108,8 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     minutes = (time.perf_counter() - started) / 60
+    how = (f"instruction {'rewritten' if changed(chatbot, improved) else 'kept'} by GEPA on {len(train)} turns"
+           if args.optimizer == "gepa" else f"{len(improved.respond.demos)} demos bootstrapped on {len(train)} turns")
     print(f"\nVISTA score of the chatbot on {len(held_out)} held-out turns: {before.score / 100:.3f} before, "
-          f"{after.score / 100:.3f} after ({len(improved.respond.demos)} demos bootstrapped on {len(train)} turns)")
+          f"{after.score / 100:.3f} after ({how})")
+    if args.optimizer == "gepa":
+        print(f"instruction: {improved.respond.signature.instructions}")
     stages = ", ".join(f"{stage} {counts.calls}" for stage, counts in metric.usage.by_stage.items())
     print(f"judge: {metric.usage.total.calls} LM calls ({stages}); {len(metric.failures)} judging failures; "
           f"{minutes:.1f} min in all")

@@ -173,7 +173,7 @@ def test_report_renders_in_headless_chromium(tmp_path, data_dir):
     assert "showing 6 of 6 turns" in dom  # the page's script ran
 
 
-def test_report_shows_dropped_claims_and_empty_decompositions(tmp_path, dev_file):
+def test_report_shows_dropped_claims_empty_decompositions_and_passages(tmp_path, dev_file):
     from vista_dspy.data import load_dialogues
     from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts, write_verdicts
 
@@ -183,7 +183,11 @@ def test_report_shows_dropped_claims_and_empty_decompositions(tmp_path, dev_file
     [verdict] = read_verdicts(out / VERDICTS)
     verdict.turns[0].ungrounded = ["Hayao Miyazaki directed Spirited Away."]
     verdict.turns[0].empty_decomposition = True
+    verdict.turns[0].passages = ["Spirited Away is a film.", "It won an Oscar."]
+    verdict.turns.append(verdict.turns[0].model_copy(update={"passages": [], "turn_index": 99}))
     write_verdicts(out / VERDICTS, [verdict])
     html = build_report(out)
+    assert '2 passages:</p>\n  <div class="doc passages">[1] Spirited Away is a film.\n[2] It won an Oscar.\n' in html
+    assert "no reference: judged against the knowledge store alone" in html
     assert "dropped, not in the turn (ungrounded): “Hayao Miyazaki directed Spirited Away.”" in html
     assert "no claim was extracted from this turn" in html

@@ -54,6 +54,27 @@ def test_arbitrary_json(tmp_path, value):
     loads_or_input_error(path)
 
 
+VALID_CHAT = [{"role": "system", "content": "Ada helps."}, {"role": "user", "content": "Where is Paris?"},
+              {"role": "assistant", "content": "Paris is in France.", "retrieval_context": ["Paris is in France."],
+               "gold_label": "faithful"}]
+
+
+@FUZZ
+@given(message=st.integers(0, len(VALID_CHAT) - 1),
+       field=st.sampled_from(["role", "content", "retrieval_context", "context", "tool_calls", "gold_label"]),
+       value=json_values, shape=st.sampled_from(["jsonl", "json", "bare"]))
+def test_one_mutated_field_of_a_valid_chat_log(tmp_path, message, field, value, shape):
+    messages = [dict(m) for m in VALID_CHAT]
+    messages[message][field] = value
+    if shape == "jsonl":
+        path = tmp_path / "in.jsonl"
+        path.write_text(json.dumps({"messages": messages}) + "\n")
+    else:
+        path = tmp_path / "in.json"
+        path.write_text(json.dumps([{"messages": messages} if shape == "json" else messages]))
+    loads_or_input_error(path, "chat")
+
+
 @FUZZ
 @given(field=st.sampled_from(sorted(VALID_TURN) + ["claims", "gold_claims", "extra"]), value=json_values)
 def test_one_mutated_field_of_a_valid_file(tmp_path, field, value):

@@ -34,12 +34,12 @@ def test_the_score_and_the_pass_fail_form_on_known_verdicts():
         metric = VistaMetric(lm(server, "judge"))
         half = dspy.Prediction(response="Lisbon is the capital of Portugal. Lisbon has ten hills.")
         whole = dspy.Prediction(response="Lisbon is the capital of Portugal.")
-        assert metric(example(), half) == pytest.approx(0.5)
-        assert metric(example(), whole) == 1.0
-        assert metric(example(), half, trace=[]) is False and metric(example(), whole, trace=[]) is True
+        assert metric(example(), half).score == pytest.approx(0.5) and float(metric(example(), half)) == 0.5
+        assert metric(example(), whole).score == 1.0
+        assert bool(metric(example(), half, trace=[])) is False and bool(metric(example(), whole, trace=[])) is True
         metric.threshold = 0.5
-        assert metric(example(), half, trace=[]) is True
-        assert metric(example(), dspy.Prediction(response="How can I help?")) == 1.0  # no claim
+        assert bool(metric(example(), half, trace=[])) is True
+        assert metric(example(), dspy.Prediction(response="How can I help?")).score == 1.0  # no claim
 
 
 def test_the_feedback_form_names_every_unsafe_claim_with_its_reason():
@@ -47,7 +47,8 @@ def test_the_feedback_form_names_every_unsafe_claim_with_its_reason():
         metric = VistaMetric(lm(server, "judge"))
         prediction = dspy.Prediction(response="Lisbon has ten hills. Lisbon was never a capital. Lisbon is the "
                                               "capital of Portugal.")
-        result = metric.feedback(example(), prediction, None, "respond", None)
+        result = metric(example(), prediction, None, "respond", None)
+        assert metric.feedback(example(), prediction) == result  # the former name, kept
     assert result.score == pytest.approx(1 / 3)
     assert '- LACKING EVIDENCE: "Lisbon has ten hills." -- rule for LACKING EVIDENCE' in result.feedback
     assert '- CONTRADICTED: "Lisbon was never a capital." -- rule for CONTRADICTED' in result.feedback
@@ -59,8 +60,8 @@ def test_earlier_turns_are_the_knowledge_store_and_a_history_may_be_messages():
         metric = VistaMetric(lm(server, "judge"))
         said_before = dspy.History(messages=[{"history": "Hi", "response": "Lisbon has ten hills."}])
         prediction = dspy.Prediction(response="Lisbon has ten hills.")
-        assert metric(example(history=said_before), prediction) == 1.0  # common ground from the earlier turn
-        assert metric(example(history=[{"role": "user", "content": "Hi"}]), prediction) == 0.0
+        assert metric(example(history=said_before), prediction).score == 1.0  # common ground from the earlier turn
+        assert metric(example(history=[{"role": "user", "content": "Hi"}]), prediction).score == 0.0
         dialogue = metric.dialogue(example(history=said_before), prediction)
         assert [t.role for t in dialogue.turns] == ["user", "assistant", "assistant"]
         assert dialogue.turns[1].grounding.kind == "background" and dialogue.turns[2].grounding.document == DOC
@@ -75,12 +76,12 @@ def test_evaluate_with_threads_gives_the_scores_of_one_thread_and_a_judged_turn_
         for threads in (1, 4):
             metric = VistaMetric(lm(server, "judge"))
             result = dspy.Evaluate(devset=devset, metric=metric, num_threads=threads, display_progress=False)(program)
-            scores[threads] = [score for _, _, score in result.results]
+            scores[threads] = [float(score) for _, _, score in result.results]
             if threads == 1:
                 asked = len(server.models)
                 again = dspy.Evaluate(devset=devset, metric=metric, num_threads=2, display_progress=False)(program)
                 judge_calls = [s for m, s in server.models[asked:] if m == "judge"]
-                assert judge_calls == [] and [s for _, _, s in again.results] == scores[1]
+                assert judge_calls == [] and [float(s) for _, _, s in again.results] == scores[1]
     assert scores[1] == scores[4] == [1.0] * 6
     assert metric.usage.by_stage["decompose"].calls == 6 and metric.usage.by_stage["verify"].calls == 6
 
@@ -116,7 +117,7 @@ def test_a_malformed_judge_answer_is_reported_not_scored():
         with pytest.raises(JudgeFailed, match="no claim of the response could be judged: decompose failed"):
             metric(example(), broken)
         partly = dspy.Prediction(response="Lisbon is the capital of Portugal. <<BAD-VERIFY>> Lisbon is old.")
-        assert metric(example(), partly) == 1.0  # the one claim judged; the other reported
+        assert metric(example(), partly).score == 1.0  # the one claim judged; the other reported
     assert len(metric.failures) == 2 and "decompose failed" in metric.failures[0]
     assert "AdapterParseError" in metric.failures[1]
 
@@ -153,3 +154,59 @@ def test_the_example_chatbot_is_evaluated_improved_and_evaluated_again(capsys, d
     assert code == 0, out.err
     assert "on 2 held-out turns: 1.000 before, 1.000 after (2 demos bootstrapped on 2 turns)" in out.out
     assert {model for model, _ in server.models} == {"student", "judge"}
+
+
+def test_gepa_takes_the_metric_itself_and_its_reflection_reads_vista_s_feedback():
+    """dspy.GEPA(metric=VistaMetric(...)) constructs, and a short run completes on the fake server: the chatbot
+    invents a claim for the <<LIE>> examples, and the reflection prompt quotes VISTA's verdict on it."""
+    trainset = [example(history="user: <<LIE>> Tell me more."), example(history="user: Hi.")]
+    valset = [example(history="user: <<LIE>> And then?"), example(history="user: Hello.")]
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        optimizer = dspy.GEPA(metric=metric, reflection_lm=lm(server, "reflect"), max_metric_calls=12,
+                              reflection_minibatch_size=2, num_threads=1, seed=0)
+        with dspy.context(lm=lm(server, "student")):
+            optimized = optimizer.compile(Chatbot(), trainset=trainset, valset=valset)
+        reflections = [prompt for (model, _), prompt in zip(server.models, server.prompts) if model == "reflect"]
+    assert isinstance(optimized, Chatbot) and reflections
+    # (the reflection prompt holds the feedback as a JSON string: its quotes escaped)
+    assert 'LACKING EVIDENCE: \\"The city was founded in 1850.\\" -- rule for LACKING EVIDENCE' in reflections[0]
+
+
+def test_the_example_chatbot_is_optimized_with_gepa(capsys, dev_file):
+    """examples/optimize_chatbot.py --optimizer gepa end to end against the fake server: every answer of the fake
+    chatbot is safe, so GEPA, within its budget, finds nothing to reflect on and keeps the instruction; the result
+    is evaluated on the held-out turns."""
+    import runpy
+
+    example_module = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "optimize_chatbot.py"))
+    with FakeOpenAIServer() as server:
+        code = example_module["main"](["--model", "hosted_vllm/student", "--judge", "hosted_vllm/judge",
+                                       "--api-base", server.url, "--dialogues", "2", "--data", str(dev_file),
+                                       "--optimizer", "gepa", "--budget", "6"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "on 2 held-out turns: 1.000 before, 1.000 after (instruction kept by GEPA on 2 turns)" in out.out
+    assert {model for model, _ in server.models} == {"student", "judge"}
+
+
+def test_a_document_may_be_a_list_of_retrieved_passages():
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        passages = example(document=["Lisbon is the capital of Portugal.", "Lisbon has seven hills."])
+        result = metric(passages, dspy.Prediction(response="Lisbon has seven hills. Lisbon has ten bridges."))
+        turn = metric.turn(passages, dspy.Prediction(response="Lisbon has seven hills. Lisbon has ten bridges."))
+    assert result.score == 0.5 and turn.passages == ["Lisbon is the capital of Portugal.", "Lisbon has seven hills."]
+    assert "The reference says: [1] Lisbon is the capital of Portugal. [2] Lisbon has seven hills." in result.feedback
+
+
+def test_a_history_s_system_message_seeds_the_knowledge_store_and_its_tool_messages_are_no_turns():
+    history = [{"role": "system", "content": "Lisbon has ten bridges."}, {"role": "user", "content": "Bridges?"},
+               {"role": "tool", "content": "search results"}]
+    with FakeOpenAIServer() as server:
+        metric = VistaMetric(lm(server, "judge"))
+        prediction = dspy.Prediction(response="Lisbon has ten bridges.")
+        assert metric(example(history=history), prediction).score == 1.0  # from the background, not the document
+        dialogue = metric.dialogue(example(history=history), prediction)
+    assert dialogue.background == ["Lisbon has ten bridges."]
+    assert [t.role for t in dialogue.turns] == ["user", "assistant"]

@@ -30,6 +30,20 @@ def test_every_record_round_trips_through_json():
         assert type(record).model_validate_json(record.model_dump_json()) == record
 
 
+def test_passages_are_numbered_for_the_judge_and_round_trip_without_their_derived_document():
+    grounding = Grounding.from_passages(["Lisbon is old.", "It has hills."])
+    assert grounding.document == "[1] Lisbon is old.\n\n[2] It has hills."
+    written = {"kind": "document", "passages": ["Lisbon is old.", "It has hills."]}
+    assert json.loads(grounding.model_dump_json()) == written
+    assert Grounding.model_validate_json(grounding.model_dump_json()) == grounding
+    assert Grounding.from_passages(["Only one."]) == Grounding.from_document("Only one.")
+    assert json.loads(Grounding.from_document("doc").model_dump_json()) == {"kind": "document", "document": "doc"}
+    for wrong in ({"kind": "document", "passages": ["a", "b"], "document": "a b"},
+                  {"kind": "knowledge_only", "passages": ["a"]}, {"kind": "document", "passages": ["a", " "]}):
+        with pytest.raises(ValidationError):
+            Grounding.model_validate(wrong)
+
+
 def test_grounding_cases_are_explicit():
     assert Grounding.from_document("doc").judged
     assert Grounding.knowledge_only().judged and Grounding.knowledge_only().document is None

@@ -1,4 +1,4 @@
-"""VISTA as the factuality metric of other DSPy programs: ``dspy.Evaluate``, the optimizers, and GEPA's feedback.
+"""VISTA as the factuality metric of other DSPy programs: one callable for ``dspy.Evaluate``, the optimizers and GEPA.
 
 A grounded chatbot is built the DSPy way, as a program whose prediction is a response to a dialogue history and a
 reference document; ``VistaMetric`` judges that response as VISTA judges an assistant turn: decomposed into claims,
@@ -23,13 +23,15 @@ from typing import Any
 import dspy
 
 from .program import Vista
-from .schema import Category, Dialogue, Grounding, Turn, TurnVerdict, Usage
+from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Grounding, Turn, TurnVerdict, Usage
+from .schema import number_passages
 from .stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
 
+# A history's roles: system messages seed the knowledge store (as a chat log's do); tool messages are no turns.
 ROLES = {"user": "user", "apprentice": "user", "human": "user", "assistant": "assistant", "wizard": "assistant",
-         "bot": "assistant", "system": None}
+         "bot": "assistant", "system": "system", "developer": "system", "tool": None, "function": None}
 
 
 class JudgeFailed(RuntimeError):
@@ -52,8 +54,9 @@ class VistaMetric:
             else the seed).
         history_field, document_field, response_field: where the dialogue so far (a string of ``role: text``
             lines, a list of ``{"role", "content"}`` messages or of (role, text) pairs, or a ``dspy.History``), the
-            reference document and the judged response are; each is looked up on the prediction, then on the
-            example. Defaults fit a ``dspy.Signature("history, document -> response")`` chatbot.
+            reference (a text, or a list of retrieved passages) and the judged response are; each is looked up on
+            the prediction, then on the example. Defaults fit a ``dspy.Signature("history, document -> response")``
+            chatbot.
         threshold: a response passes (``trace`` given: bootstrapping) when its score reaches this. Default 1.0:
             every claim safe.
         parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
@@ -81,19 +84,22 @@ class VistaMetric:
         self._lock = threading.Lock()
         self._started = False
 
-    # ---- DSPy's metric forms ---------------------------------------------------------------------------------
-    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float | bool:
-        """The response's VISTA score; while bootstrapping (``trace`` given), whether it reaches ``threshold``."""
-        value = self.score(self.turn(example, prediction))
-        return value >= self.threshold if trace is not None else value
+    # ---- DSPy's metric ----------------------------------------------------------------------------------------
+    def __call__(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> Judgement:
+        """The response's VISTA score and feedback, in the one form ``dspy.Evaluate``, the bootstrapping optimizers
+        and GEPA all take: a ``Judgement`` (a ``dspy.Prediction``) with ``score``, ``feedback`` (every unsafe claim
+        with its category and reason, and what the reference says) and ``passed`` (the score reaches
+        ``threshold``); it is truthy iff passed, which is what BootstrapFewShot asks of a traced metric. The
+        feedback is the same for every predictor (``pred_name``, ``pred_trace``): VISTA judges the response."""
+        turn = self.turn(gold, pred)
+        score = self.score(turn)
+        return Judgement(score=score, feedback=self.describe(turn), passed=score >= self.threshold)
 
     def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-                 pred_trace: Any = None) -> dspy.Prediction:
-        """GEPA's form: the score and a feedback text naming every unsafe claim with its category and reason, and
-        what the reference says."""
-        turn = self.turn(gold, pred)
-        return dspy.Prediction(score=self.score(turn), feedback=self.describe(turn, self._field(gold, pred,
-                                                                                                   "document")))
+                 pred_trace: Any = None) -> Judgement:
+        """The metric itself, under its former name for GEPA (``GEPA(metric=metric)`` needs no ``.feedback``)."""
+        return self(gold, pred, trace, pred_name, pred_trace)
 
     # ---- judging ---------------------------------------------------------------------------------------------
     def turn(self, example: Any, prediction: Any) -> TurnVerdict:
@@ -103,22 +109,28 @@ class VistaMetric:
             cached = self._turns.get(dialogue.id)
         if cached is not None:
             return cached
+        turn = self.judge_dialogue(dialogue).turns[-1]
+        with self._lock:
+            self._turns[dialogue.id] = turn
+        return turn
+
+    def judge_dialogue(self, dialogue: Dialogue) -> DialogueVerdict:
+        """VISTA's verdict on a whole dialogue under the judge's LM (its usage counted, its failures listed)."""
         self.start()
         try:
             with dspy.context(lm=self.lm, adapter=self.adapter), self.calls.active():
                 verdict = self.judge(dialogue)
         except EndpointDown as exc:
             raise JudgeEndpointDown(str(exc)) from None
-        turn = verdict.turns[-1]
+        failed = [c.error for t in verdict.turns for c in t.claims if c.error]
+        failed += [t.error for t in verdict.turns if t.error] + verdict.errors
         with self._lock:
             self.usage.merge(verdict.usage)
-            self._turns[dialogue.id] = turn
-            failed = [c.error for c in turn.claims if c.error] + ([turn.error] if turn.error else [])
             if failed:
                 self.failures.append(f"{dialogue.id}: {failed[0]}")
         if failed:
-            logger.warning("VISTA could not judge part of a response (%s): %s", dialogue.id, failed[0])
-        return turn
+            logger.warning("VISTA could not judge part of %s: %s", dialogue.id, failed[0])
+        return verdict
 
     def score(self, turn: TurnVerdict) -> float:
         if turn.score is not None:
@@ -131,17 +143,19 @@ class VistaMetric:
     def dialogue(self, example: Any, prediction: Any) -> Dialogue:
         """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
         the response judged against the document (or the knowledge store alone, without one)."""
-        turns = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
+        turns, background = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
         document = self._field(example, prediction, "document")
         response = self._field(prediction, None, "response")
         if not isinstance(response, str):
             raise ValueError(f"the prediction has no text in its {self.fields['response']!r} field")
-        grounding = (Grounding.from_document(str(document)) if document and str(document).strip()
-                     else Grounding.knowledge_only())
+        # A document may be one text or a list of retrieved passages (numbered for the judge).
+        passages = [str(p) for p in (document if isinstance(document, (list, tuple)) else [document or ""])]
+        passages = [p for p in passages if p.strip()]
+        grounding = Grounding.from_passages(passages) if passages else Grounding.knowledge_only()
         turns.append(Turn(role="assistant", text=response, grounding=grounding))
-        key = hashlib.sha256("\x1f".join(f"{t.role}:{t.text}" for t in turns).encode()
-                             + b"\x1e" + str(document or "").encode()).hexdigest()[:16]
-        return Dialogue(id=f"turn-{key}", turns=turns)
+        said = [*(f"system:{fact}" for fact in background), *(f"{t.role}:{t.text}" for t in turns)]
+        key = hashlib.sha256("\x1f".join(said).encode() + b"\x1e" + (grounding.document or "").encode()).hexdigest()
+        return Dialogue(id=f"turn-{key[:16]}", turns=turns, background=background)
 
     def _field(self, first: Any, second: Any, role: str) -> Any:
         name = self.fields[role]
@@ -155,7 +169,10 @@ class VistaMetric:
 
     @staticmethod
     def describe(turn: TurnVerdict, document: Any = None) -> str:
-        """Feedback for an optimizer: every unsafe claim with its category and the judge's reason."""
+        """Feedback for an optimizer: every unsafe claim with its category and the judge's reason, and what the
+        reference says (``document``, else the turn's passages)."""
+        if document is None and turn.passages:
+            document = number_passages(turn.passages)
         unsafe = [c for c in turn.claims if c.category in (Category.CONTRADICTED, Category.LACKING_EVIDENCE)]
         if not turn.claims:
             return "The response makes no claim; nothing in it is unsupported."
@@ -163,8 +180,7 @@ class VistaMetric:
                  "or the dialogue so far." if unsafe else
                  f"All {len(turn.claims)} claims of the response are supported, or are opinions, remarks or "
                  "refusals."]
-        for claim in unsafe:
-            lines.append(f"- {claim.category.value}: \"{claim.claim}\" -- {claim.explanation or 'no reason given'}")
+        lines += [f"- {claim_line(claim)}" for claim in unsafe]
         errors = [c for c in turn.claims if c.category is Category.ERROR]
         if errors:
             lines.append(f"({len(errors)} claims could not be judged.)")
@@ -199,6 +215,19 @@ class VistaMetric:
         self.close()
 
 
+class Judgement(dspy.Prediction):
+    """What ``VistaMetric`` returns: ``score``, ``feedback`` and ``passed``; truthy iff ``passed``."""
+
+    def __bool__(self) -> bool:
+        return bool(self.get("passed"))
+
+
+def claim_line(claim: ClaimVerdict) -> str:
+    """One judged claim in a line: its category, its text and the judge's reason."""
+    why = claim.error if claim.category is Category.ERROR else claim.explanation
+    return f"{claim.category.value}: \"{claim.claim}\" -- {why or 'no reason given'}"
+
+
 def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
     """(LM, adapter, embedded server or None, the program's endpoint options) of a judge given by name or LM."""
     from .clients import build_adapter
@@ -217,11 +246,12 @@ def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
     return config.build(), config.build_adapter(), None, {"label_probabilities": config.logprobs}
 
 
-def _history_turns(history: Any, response_field: str) -> list[Turn]:
-    """Earlier turns from a history in any of the accepted shapes; assistant turns become common ground."""
+def _history_turns(history: Any, response_field: str) -> tuple[list[Turn], list[str]]:
+    """Earlier turns from a history in any of the accepted shapes (assistant turns become common ground), and the
+    texts of its system messages (background facts)."""
     pairs: list[tuple[str, str]] = []
     if history is None:
-        return []
+        return [], []
     if isinstance(history, dspy.History):
         for message in history.messages:
             if "role" in message:
@@ -251,11 +281,14 @@ def _history_turns(history: Any, response_field: str) -> list[Turn]:
                 pairs.append((str(role), str(text)))
     else:
         raise ValueError(f"a history must be text, messages or a dspy.History, not {type(history).__name__}")
-    turns = []
+    turns, background = [], []
     for role, text in pairs:
         kind = ROLES.get(role.strip().lower(), "user")
         if kind is None or not text.strip():
             continue
-        turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
-                     else Turn(role="user", text=text))
-    return turns
+        if kind == "system":
+            background.append(text.strip())
+        else:
+            turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
+                         else Turn(role="user", text=text))
+    return turns, background

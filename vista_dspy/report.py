@@ -291,6 +291,7 @@ def _browser_turns(verdicts: Sequence[DialogueVerdict]) -> list[dict[str, Any]]:
                 "expected": verdict.source.get("expected"),
                 "wrong": turn.gold_label is not None and turn.label != turn.gold_label,
                 "knowledge": turn.knowledge,
+                "passages": turn.passages,
                 "error": turn.error,
                 "explanation": turn.explanation,
                 "contradiction": contradiction,

@@ -6,10 +6,11 @@ pydantic models, so every record round-trips through JSON unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 SCHEMA_VERSION = 1
 # Longest text accepted in one turn, document or claim (characters): far beyond any LM context, so a longer one
@@ -52,6 +53,14 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False, use_enum_values=False)
 
 
+def number_passages(passages: Sequence[str]) -> str:
+    """Several retrieved passages as one reference text, numbered so that an explanation can cite them (one passage
+    is its own text)."""
+    if len(passages) == 1:
+        return passages[0]
+    return "\n\n".join(f"[{number}] {passage.strip()}" for number, passage in enumerate(passages, start=1))
+
+
 class Grounding(_Record):
     """What an assistant turn is judged against.
 
@@ -59,13 +68,29 @@ class Grounding(_Record):
     - ``knowledge_only``: no document, judged against the knowledge store alone
       (VISTA's missing / "NONE" / "Prompt Information");
     - ``background``: not judged; the turn's claims join the knowledge store as common ground (VISTA's "N/A").
+
+    A reference that came as several retrieved passages keeps them in ``passages``; ``document`` is then their
+    numbered text (``[1] ...``, ``[2] ...``), which is what the judge reads and what its explanations can cite.
     """
 
     kind: Literal["document", "knowledge_only", "background"]
     document: str | None = Field(default=None, max_length=MAX_TEXT)
+    passages: list[str] | None = None
 
     @model_validator(mode="after")
     def _document_iff_kind(self) -> Grounding:
+        if self.passages is not None:
+            if self.kind != "document":
+                raise ValueError(f"a '{self.kind}' grounding takes no passages")
+            if not self.passages or any(not passage.strip() for passage in self.passages):
+                raise ValueError("passages must be non-empty texts (a turn without any is 'knowledge_only')")
+            numbered = number_passages(self.passages)
+            if len(numbered) > MAX_TEXT:
+                raise ValueError(f"the passages hold {len(numbered)} characters; at most {MAX_TEXT} are accepted")
+            if self.document is not None and self.document != numbered:
+                raise ValueError("give the passages or the document, not both (the document of passages is their "
+                                 "numbered text)")
+            self.document = numbered
         if self.kind == "document":
             if not self.document or not self.document.strip():
                 raise ValueError("a 'document' grounding needs a non-empty document text")
@@ -76,6 +101,27 @@ class Grounding(_Record):
     @classmethod
     def from_document(cls, text: str) -> Grounding:
         return cls(kind="document", document=text)
+
+    @classmethod
+    def from_passages(cls, passages: Sequence[str]) -> Grounding:
+        """A reference of retrieved passages: one passage is the document itself; several are numbered."""
+        passages = list(passages)
+        return cls.from_document(passages[0]) if len(passages) == 1 else cls(kind="document", passages=passages)
+
+    @property
+    def reference_passages(self) -> list[str]:
+        """The texts the turn is judged against, in the judge's numbering: the passages, or the one document."""
+        if self.passages is not None:
+            return list(self.passages)
+        return [self.document] if self.document is not None else []
+
+    @model_serializer(mode="wrap")
+    def _without_derived_document(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        # The document of passages is derived (again when read back); a grounding without passages is written as
+        # before they existed.
+        data.pop("document" if self.passages is not None else "passages", None)
+        return data
 
     @classmethod
     def knowledge_only(cls) -> Grounding:
@@ -224,6 +270,9 @@ class TurnVerdict(_Record):
     score: float | None
     # The numbered knowledge store exactly as the judge saw it for this turn.
     knowledge: list[str]
+    # The reference the turn was judged against, as passages in the judge's numbering ([1] is the first): one for a
+    # single document, none for a turn judged against the knowledge store alone.
+    passages: list[str] = Field(default_factory=list)
     contradiction: ContradictionVerdict | None = None
     # A holistic judge's reason for the whole turn (LLM-as-Judge baseline); claim-level judges leave it empty.
     explanation: str | None = None

@@ -50,7 +50,7 @@ def turn_verdict(index: int, turn: Turn, claims: list[ClaimVerdict], *, error: s
         label = turn_label(categories, failed=error is not None or bool(contradiction and contradiction.error),
                            contradiction=bool(contradiction and contradiction.contradicts))
     return TurnVerdict(turn_index=index, text=turn.text, grounding=turn.grounding.kind, claims=claims, label=label,
-                       score=turn_score(categories),
+                       score=turn_score(categories), passages=turn.grounding.reference_passages,
                        contradiction=contradiction, error=error, gold_label=turn.gold.label if turn.gold else None,
                        **fields)
 

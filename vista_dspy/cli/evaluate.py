@@ -50,7 +50,9 @@ from .common import (
 
 # ---- evaluate's own options ---------------------------------------------------------------------------------
 InputArgument = Annotated[Path, typer.Argument(
-    help="Dialogues: VISTA's JSON format (optionally annotated) or JSONL of Dialogue records.", show_default=False)]
+    help="Dialogues: VISTA's JSON format (optionally annotated), JSONL of Dialogue records, chat logs (JSONL or JSON "
+         "of OpenAI-style messages), or a Hugging Face dataset on disk (a save_to_disk directory, parquet files).",
+    show_default=False)]
 SystemOption = Annotated[System, typer.Option(
     help="vista; evidence (the program's decomposed claims decided by evidence cues alone, no Verify or Categorize "
          "call: what the judge adds); or a baseline with the same LM: factscore, factscore-nosplit (facts from the "
@@ -109,12 +111,18 @@ LabelProbabilitiesOption = Annotated[Optional[bool], typer.Option(
          "reasoning models nor Anthropic's); --no-label-probabilities for an endpoint that refuses them.",
     show_default=False)]
 FormatOption = Annotated[Optional[str], typer.Option(
-    help="Input format: vista or dialogues (default: detected), or a benchmark loader: begin, fade, "
-         "faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
+    help="Input format: vista, dialogues, chat or hf (a datasets dataset; default: detected), or a benchmark "
+         "loader: begin, fade, faithdial-audit, coconot, rgm-contradictions, ais (see vista_dspy/data/).")]
 OverwriteOption = Annotated[bool, typer.Option(help="Discard an earlier run in --out instead of resuming it.")]
 ShowClaimsOption = Annotated[Optional[bool], typer.Option(
     help="Print every claim's verdict (default: when at most 3 dialogues).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")]
+FailUnderOption = Annotated[Optional[float], typer.Option(
+    min=0.0, max=1.0, help="CI gate: exit 1 when the run's VISTA score (safe claims / judged claims, 0 to 1, as in "
+                           "summary.json) is below this.", show_default=False)]
+FailUnderFaithfulOption = Annotated[Optional[float], typer.Option(
+    min=0.0, max=1.0, help="CI gate: exit 1 when the share of judged turns labelled faithful (0 to 1; an unknown "
+                           "turn is not faithful) is below this.", show_default=False)]
 
 
 @app.command()
@@ -157,6 +165,8 @@ def evaluate(
     stop_after: StopAfterOption = STOP_AFTER,
     show_claims: ShowClaimsOption = None,
     json_summary: JsonOption = False,
+    fail_under: FailUnderOption = None,
+    fail_under_faithful: FailUnderFaithfulOption = None,
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..clients import use_cache_for
@@ -203,6 +213,19 @@ def evaluate(
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
+    _gate(result.summary, fail_under, fail_under_faithful)
+
+
+def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | None) -> None:
+    """Exit 1 with one line when the run misses a threshold of the CI gate."""
+    from ..testing import shortfalls
+
+    missed = shortfalls(summary, min_score=fail_under, min_faithful=fail_under_faithful)
+    flags = {"min_score": "--fail-under", "min_faithful": "--fail-under-faithful"}
+    if missed:
+        err.print("[bold red]failed:[/] " + "; ".join(f"{text} ({flags[name]})" for name, text in missed.items()),
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _show(console: Console, result, out: Path, *, show_claims: bool | None, json_summary: bool) -> None:

@@ -27,14 +27,17 @@ def register(name: str) -> Callable[[Loader], Loader]:
 
 def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue]:
     """Load dialogues from ``path``; ``format`` names a registered loader (VISTA's JSON ``vista``, ``dialogues``
-    records, or a benchmark: begin, fade, faithdial-audit, coconot, rgm-contradictions, ais), or None to detect
-    between the two JSON formats."""
-    from . import benchmarks, vista  # registers the loaders
+    records, ``chat`` logs, ``hf`` for a Hugging Face dataset on disk, or a benchmark: begin, fade,
+    faithdial-audit, coconot, rgm-contradictions, ais), or None to detect it (a directory, parquet or arrow file is
+    a dataset; JSON and JSONL are told apart by their first conversation)."""
+    from . import benchmarks, chat, hf, vista  # noqa: F401 (registers the loaders)
 
     if format in benchmarks.BENCHMARKS:
         return benchmarks.load_benchmark(format, path)
-    # Whole-file JSON is parsed once here and handed to the loader; JSONL is read line by line by its loader.
-    data = None if Path(path).suffix == ".jsonl" else read_json(path)
+    if format is None and hf.is_dataset(Path(path)):
+        format = "hf"
+    # Whole-file JSON is parsed once here and handed to the loader; JSONL (and a dataset) is read by its loader.
+    data = None if Path(path).suffix == ".jsonl" or format == "hf" else read_json(path)
     if format is None:
         format = vista.detect_format(path, data)
     if format not in LOADERS:

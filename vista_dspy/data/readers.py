@@ -66,6 +66,17 @@ def parse_jsonl(path: str | Path, text: str) -> list[tuple[int, Any]]:
     return records
 
 
+def first_jsonl_record(path: str | Path) -> Any:
+    """The first non-blank line of a JSON Lines file, parsed; None when there is none or it does not parse (the
+    loader then reports the problem)."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            line = next((line for line in lines if line.strip()), None)
+        return None if line is None else json.loads(line)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
 def check_length(path: str | Path, record: str, field: str, text: str) -> None:
     if len(text) > MAX_TEXT:
         raise InputError(path, f"{len(text)} characters; at most {MAX_TEXT} characters are accepted in one text "

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..schema import Category, Dialogue, GoldClaim, Grounding, Turn, TurnGold
 from . import register
-from .readers import InputError, check_length, dialogue_from_dict, parse_jsonl, read_json, read_text
+from .readers import InputError, check_length, dialogue_from_dict, first_jsonl_record, parse_jsonl, read_json
+from .readers import read_text
 
 ROLES = {"user": "user", "apprentice": "user", "assistant": "assistant", "wizard": "assistant"}
 BACKGROUND_MARKERS = {"N/A"}
@@ -60,7 +61,7 @@ def grounding_from_vista(value: Any, path: Path, record: str) -> Grounding:
     return Grounding.from_document(value)
 
 
-def _label(value: Any, path: Path, record: str, field: str) -> str | None:
+def label_field(value: Any, path: Path, record: str, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or value.strip().lower() not in LABELS:
@@ -106,8 +107,8 @@ def turn_from_vista(data: Any, path: Path, record: str) -> Turn:
     gold = None
     if any(k in data for k in ("human_claims", "gold_label", "original_dataset_label")):
         gold = TurnGold(
-            label=_label(data.get("gold_label"), path, record, "gold_label"),
-            original_label=_label(data.get("original_dataset_label"), path, record, "original_dataset_label"),
+            label=label_field(data.get("gold_label"), path, record, "gold_label"),
+            original_label=label_field(data.get("original_dataset_label"), path, record, "original_dataset_label"),
             claims=_gold_claims(data["human_claims"], path, record) if "human_claims" in data else None,
         )
     grounding = grounding_from_vista(data.get("retrieved_document"), path, record)
@@ -123,25 +124,27 @@ def load_vista_json(path: str | Path, data: Any = None) -> list[Dialogue]:
     data = read_json(path) if data is None else data
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of conversations, got {type(data).__name__}")
-    dialogues = []
-    for c, conversation in enumerate(data):
-        where = f"conversation {c}"
-        if not isinstance(conversation, list):
-            raise InputError(path, f"expected a list of turns, got {type(conversation).__name__}", record=where)
-        if not conversation:
-            raise InputError(path, "empty conversation (no turns)", record=where)
-        turns = [turn_from_vista(t, path, f"{where}, turn {i}") for i, t in enumerate(conversation)]
-        source: dict[str, Any] = {"file": path.name, "index": c}
-        for key in ("dataset", "conversation_id"):
-            values = {t.meta[key] for t in turns if key in t.meta and isinstance(t.meta[key], (str, int))}
-            if len(values) == 1:
-                source[key] = values.pop()
-        if "dataset" in source and "conversation_id" in source:
-            dialogue_id = f"{source['dataset']}-{source['conversation_id']}"
-        else:
-            dialogue_id = f"{path.stem}-{c}"
-        dialogues.append(Dialogue(id=dialogue_id, turns=turns, source=source))
-    return dialogues
+    return [dialogue_from_vista(path, f"conversation {c}", conversation, c) for c, conversation in enumerate(data)]
+
+
+def dialogue_from_vista(path: Path, where: str, conversation: Any, index: int) -> Dialogue:
+    """One conversation (a list of VISTA turns); its id is ``<dataset>-<conversation_id>`` when its turns say
+    both, else ``<file stem>-<index>``."""
+    if not isinstance(conversation, list):
+        raise InputError(path, f"expected a list of turns, got {type(conversation).__name__}", record=where)
+    if not conversation:
+        raise InputError(path, "empty conversation (no turns)", record=where)
+    turns = [turn_from_vista(t, path, f"{where}, turn {i}") for i, t in enumerate(conversation)]
+    source: dict[str, Any] = {"file": path.name, "index": index}
+    for key in ("dataset", "conversation_id"):
+        values = {t.meta[key] for t in turns if key in t.meta and isinstance(t.meta[key], (str, int))}
+        if len(values) == 1:
+            source[key] = values.pop()
+    if "dataset" in source and "conversation_id" in source:
+        dialogue_id = f"{source['dataset']}-{source['conversation_id']}"
+    else:
+        dialogue_id = f"{path.stem}-{index}"
+    return Dialogue(id=dialogue_id, turns=turns, source=source)
 
 
 @register("dialogues")
@@ -157,9 +160,14 @@ def load_dialogue_records(path: str | Path, data: Any = None) -> list[Dialogue]:
 
 
 def detect_format(path: str | Path, data: Any = None) -> str:
-    """'dialogues' for .jsonl or a JSON list of objects with 'turns'; 'vista' otherwise (a list of lists)."""
+    """'chat' when the first conversation is in the chat shape (``messages``, or turns of ``{role, content}``);
+    else 'dialogues' for .jsonl or a JSON list of objects with 'turns'; 'vista' otherwise (a list of lists)."""
+    from .chat import is_chat_record
+
     if Path(path).suffix == ".jsonl":
-        return "dialogues"
+        return "chat" if is_chat_record(first_jsonl_record(path)) else "dialogues"
+    if isinstance(data, list) and data and is_chat_record(data[0]):
+        return "chat"
     if isinstance(data, list) and data and isinstance(data[0], dict) and "turns" in data[0]:
         return "dialogues"
     return "vista"
