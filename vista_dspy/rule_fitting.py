@@ -312,28 +312,33 @@ def choose_rule(turns: Sequence[TurnRows], fold_of: Mapping[str, int], *, alpha:
                                             record[n]["claims"].get("decision_accuracy", 0), -len(candidates[n])))
     record["chosen"] = chosen
     rule = fit_rule(turns, candidates[chosen], C=C)
+    if rule.judged is None:  # the judge's answers do not help: the cues decide every claim, and nothing is asked
+        record["cascade_chosen"] = "every claim (evidence only)"
+        return _described(rule.evidence_only(), turns, chosen), record
     # The cascade: the widest band that asks fewer questions without significantly worse claim decisions.
     full_categories, gold = claim_decisions(decided[chosen])
     full_right = decision_right(full_categories, gold)
     band_record: dict[str, Any] = {}
     best: Band | None = None
-    if rule.judged is not None:
-        for band in BANDS:
-            trial = cross_fitted(turns, fold_of, lambda part, band=band: with_cascade(
-                fit_rule(part, candidates[chosen], C=C), band))[0]
-            categories, _ = claim_decisions(trial)
-            test = PairedTest.of(decision_right(categories, gold), full_right)
-            worse = test.base_only > test.candidate_only and test.pvalue < alpha
-            band_record[f"{band.low:.2f}-{band.high:.2f}"] = {**scores(trial), "against_no_cascade":
-                                                             test.model_dump(), "kept": not worse}
-            if not worse:
-                best = band
-        record["cascade"] = band_record
-        record["cascade_chosen"] = f"{best.low:.2f}-{best.high:.2f}" if best else None
-    rule = with_cascade(rule, best)
+    for band in BANDS:
+        trial = cross_fitted(turns, fold_of, lambda part, band=band: with_cascade(
+            fit_rule(part, candidates[chosen], C=C), band))[0]
+        categories, _ = claim_decisions(trial)
+        test = PairedTest.of(decision_right(categories, gold), full_right)
+        worse = test.base_only > test.candidate_only and test.pvalue < alpha
+        band_record[f"{band.low:.2f}-{band.high:.2f}"] = {**scores(trial), "against_no_cascade":
+                                                         test.model_dump(), "kept": not worse}
+        if not worse:
+            best = band
+    record["cascade"] = band_record
+    record["cascade_chosen"] = f"{best.low:.2f}-{best.high:.2f}" if best else None
+    return _described(with_cascade(rule, best), turns, chosen), record
+
+
+def _described(rule: DecisionRule, turns: Sequence[TurnRows], features: str) -> DecisionRule:
     return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
         "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
-        "features": chosen}}), record
+        "source": "decomposed claims, labelled through the human claims they match", "features": features}})
 
 
 def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int = 0, threads: int = 1,
