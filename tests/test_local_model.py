@@ -142,8 +142,12 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
         assert turn["label"] in ("faithful", "hallucinated")
         for claim in turn["claims"]:
             assert claim["category"] != "ERROR"
-            # Verify answers with its label alone by default; Categorize always explains.
-            assert bool(claim["explanation"]) == (claim["category"] != "VERIFIED")
+            if claim["stage"] == "evidence" or claim.get("raw_label") not in (None, claim["category"]):
+                # Decided by the program's rule alone, or against the judge's label: the explanation says so.
+                assert claim["explanation"].startswith("Decided ")
+            else:
+                # Verify answers with its label alone by default; Categorize always explains.
+                assert bool(claim["explanation"]) == (claim["category"] != "VERIFIED")
     # Clean shutdown: the server the run started is gone and its port is free.
     assert not local.is_healthy(port)
     assert not local.port_in_use(port)

@@ -73,8 +73,14 @@ class TurnRows:
     calls: dict[str, int] = field(default_factory=dict)  # the base's LM calls by stage (decompose counted per turn)
 
 
-def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialogue]) -> list[TurnRows]:
-    """The judged turns of ``verdicts`` as rule inputs, cues computed against each turn's own store."""
+LABELLINGS = ("matched", "nearest", "nearest+faithful")
+DEFAULT_LABELLING = "nearest+faithful"
+
+
+def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialogue],
+             labelling: str = DEFAULT_LABELLING) -> list[TurnRows]:
+    """The judged turns of ``verdicts`` as rule inputs, cues computed against each turn's own store; decomposed
+    claims labelled by ``labelling`` (``label_claims``)."""
     turns: list[TurnRows] = []
     for verdict in verdicts:
         dialogue = dialogues[verdict.dialogue_id]
@@ -82,7 +88,8 @@ def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialog
         decompose_calls = verdict.usage.by_stage.get("decompose")
         for turn in verdict.turns:
             evidence = evidence_of(dialogue, turn.turn_index, turn.knowledge)
-            gold = _gold_of_claims(dialogue, turn.turn_index, [c.claim for c in turn.claims], turn.claims_source)
+            gold = label_claims(dialogue, turn.turn_index, [c.claim for c in turn.claims], turn.claims_source,
+                                labelling)
             rows = []
             for claim, gold_category in zip(turn.claims, gold):
                 judge = claim.raw_label or claim.category.value
@@ -97,17 +104,41 @@ def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialog
     return turns
 
 
-def _gold_of_claims(dialogue: Dialogue, index: int, claims: Sequence[str], source: str) -> list[str | None]:
-    """The annotators' judgement of each claim: its own (given claims, in order), or its matched human claim's."""
+NEAREST = 0.3  # the least content-word F1 for a decomposed claim to take a human claim's judgement
+
+
+def label_claims(dialogue: Dialogue, index: int, claims: Sequence[str], source: str,
+                 labelling: str = DEFAULT_LABELLING) -> list[str | None]:
+    """The annotators' judgement of each claim of a judged turn: a human claim's own (given claims, in order); for
+    decomposed claims, that of the human claim matched one to one (``metrics.match_claims``, ``matched``), then
+    (``nearest``) that of the most similar human claim for the others (content-word F1 of at least ``NEAREST``),
+    then (``nearest+faithful``) for a claim still without one in a turn the annotators found faithful, a safe
+    judgement (every claim of a faithful turn is safe): its most similar safe human claim's, else VERIFIED.
+    None: unknown (not fitted on)."""
+    from .metrics import token_f1
+
+    if labelling not in LABELLINGS:
+        raise ValueError(f"unknown labelling {labelling!r}; choose one of {', '.join(LABELLINGS)}")
     gold = dialogue.turns[index].gold
     if gold is None or gold.claims is None:
         return [None] * len(claims)
     human = [c.category.value for c in gold.claims]
     if source == "given":
         return human[: len(claims)] + [None] * (len(claims) - len(human))
+    texts = [c.text for c in gold.claims]
     labels: list[str | None] = [None] * len(claims)
-    for e, g, _ in match_claims(list(claims), [c.text for c in gold.claims]).pairs:
+    for e, g, _ in match_claims(list(claims), texts).pairs:
         labels[e] = human[g]
+    for e, claim in enumerate(claims):
+        if labels[e] is not None or labelling == "matched" or not texts:
+            continue
+        similarity = [token_f1(claim, t) for t in texts]
+        best = max(range(len(texts)), key=similarity.__getitem__)
+        if similarity[best] >= NEAREST:
+            labels[e] = human[best]
+        elif labelling == "nearest+faithful" and gold.label == "faithful":
+            safe = [g for g in range(len(texts)) if human[g] not in UNSAFE_GOLD]
+            labels[e] = human[max(safe, key=similarity.__getitem__)] if safe else "VERIFIED"
     return labels
 
 
