@@ -159,7 +159,7 @@ def evaluate(
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..clients import use_cache_for
-    from ..runner import RUN, SUMMARY, VERDICTS, run_settings
+    from ..runner import run_settings
     from ..runner import evaluate as run_evaluation
     from ..stages import CallFailures
 
@@ -186,9 +186,6 @@ def evaluate(
 
     suffix = "" if system is System.vista else f"__{system.value}"
     out = out or Path("vista-runs") / f"{slug(input.stem)}__{slug(model or 'local')}{suffix}"
-    if overwrite:
-        for name in (VERDICTS, SUMMARY, RUN):
-            (out / name).unlink(missing_ok=True)
     # --limit is not a setting: a later run with a larger limit resumes and extends this one.
     settings = run_settings(judge, input=str(input.resolve()), **config.run_settings())
     use_cache_for(config)
@@ -198,7 +195,8 @@ def evaluate(
                             threads=threads, concurrency=concurrency)
     with run_errors(), lm_setup.server, progress:
         result = run_evaluation(dialogues, judge, backend, out_dir=out, settings=settings, on_done=on_done,
-                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
+                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after),
+                                overwrite=overwrite)
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
@@ -207,8 +205,11 @@ def evaluate(
 def _show(console: Console, result, out: Path, *, show_claims: bool | None, json_summary: bool) -> None:
     """The run's verdicts (when few, or asked for) and summary; exit 130 if it was interrupted."""
     from ..report import print_summary, print_verdict
-    from ..runner import SUMMARY, VERDICTS
+    from ..runner import DAMAGED, SUMMARY, VERDICTS
 
+    if result.set_aside:
+        err.print(f"set aside: {result.set_aside} damaged lines of {out / VERDICTS} (not a dialogue verdict) were "
+                  f"moved to {out / DAMAGED}; their dialogues were judged again", highlight=False)
     if result.resumed or result.repaired:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}"
                       + (f"; {result.repaired} with a failure were judged again" if result.repaired else ""))
