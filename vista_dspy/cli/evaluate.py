@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -209,7 +210,7 @@ def _show(console: Console, result, out: Path, *, show_claims: bool | None, json
 
     if result.set_aside:
         err.print(f"set aside: {result.set_aside} damaged lines of {out / VERDICTS} (not a dialogue verdict) were "
-                  f"moved to {out / DAMAGED}; their dialogues were judged again", highlight=False)
+                  f"moved to {out / DAMAGED}; their dialogues were judged again", highlight=False, soft_wrap=True)
     if result.resumed or result.repaired:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}"
                       + (f"; {result.repaired} with a failure were judged again" if result.repaired else ""))
@@ -249,7 +250,7 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
     """VISTA with its program, its saved options and the flags given (which win), or a baseline; exits 2 when the
     program cannot be loaded or the flags do not go together."""
     from ..baselines import SYSTEMS
-    from ..compiled import program_for_model, read_program
+    from ..compiled import StaleMeta, program_for_model, read_program
 
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
     if system is not System.vista:
@@ -258,7 +259,11 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
         return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **endpoint)
     program = program or program_for_model(model)
     try:
-        file = read_program(program)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", StaleMeta)
+            file = read_program(program)
+        for warning in said:
+            err.print(f"[bold yellow]warning:[/] {warning.message}", highlight=False, soft_wrap=True)
         overridden = {k: v for k, v in flags.items() if k in file.options and file.options[k] != v}
         applied = {k: v for k, v in file.options.items() if k not in flags and v != JudgeOptions().as_dict()[k]}
         if applied:
