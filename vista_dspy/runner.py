@@ -4,8 +4,8 @@ resume on rerun (judging again the dialogues whose verdict holds a failure), and
 Output directory layout:
     run.json        the settings of the run (a rerun with other settings is refused)
     verdicts.jsonl  one DialogueVerdict per line, in completion order. A repaired dialogue's new verdict is appended
-                    and wins over the old line; when the run ends the file is rewritten (atomically) with one line
-                    per dialogue.
+                    and wins over the old line; when the run finishes the file is rewritten (atomically) with one
+                    line per dialogue.
     summary.json    scoring.summarize() over the input's dialogues, in input order
     run.lock, verdicts.damaged.jsonl   one run at a time; damaged lines set aside (``outdir``)
 
@@ -238,6 +238,10 @@ def evaluate(
             gc.freeze()
         try:
             backend.run(todo, program, record, failures)
+            if folder is not None:
+                # A repair left a dialogue on two lines. (A stopped run leaves them: the later line wins until the
+                # next run that finishes compacts; a Ctrl-C during the compaction waits until it is done.)
+                folder.compact()
         except KeyboardInterrupt:
             interrupted = True
         except EndpointDown as exc:
@@ -245,8 +249,6 @@ def evaluate(
         finally:
             if freeze:
                 gc.unfreeze()
-        if folder is not None:
-            folder.compact()  # a repair left a dialogue on two lines
         if outage is not None:
             if out_dir is not None:
                 raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and "
