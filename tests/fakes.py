@@ -418,8 +418,9 @@ if __name__ == "__main__":  # a fake server in its own process (benchmarks: no G
 
     parser = argparse.ArgumentParser(description="Serve FakeOpenAIServer until SIGTERM; prints its URL.")
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--port", type=int, default=0)
     options = parser.parse_args()
-    with FakeOpenAIServer(latency=options.latency) as fake:
+    with FakeOpenAIServer(latency=options.latency, port=options.port) as fake:
         print(fake.url, flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.pause()
