@@ -5,9 +5,10 @@ verdicts.jsonl) / duplicated (lines beyond one per dialogue) / lost, and the pro
 command line names the fault's folder).
 
 Faults: two commands on one --out; its holder killed (kill -9); a damaged middle line; a file size limit
-(RLIMIT_FSIZE) and a full disk (a small tmpfs, root only) while verdicts are appended; a full disk while the file is
-compacted; SIGTERM and Ctrl-C while judging, SIGTERM while repairing and while compacting; a document longer than
-the model's context; 32 concurrent clients on one server; an input of 20,000 dialogues killed half way and resumed.
+(RLIMIT_FSIZE) and a full disk (a small tmpfs, root only) while verdicts are appended; a full disk while the file
+is compacted; a read-only folder (root only); SIGTERM and Ctrl-C while judging, SIGTERM while repairing and while
+compacting; a document longer than the model's context; 32 concurrent clients on one server; an input of 20,000
+dialogues killed half way and resumed.
 
     python benchmarks/faults.py [--data dev.json] [--scale 20000]
 """
@@ -215,6 +216,22 @@ def full_disk(data: Path, work: Path) -> None:
             f"{errors[errors.find('cannot'):][:50]}")
 
 
+def read_only(data: Path, work: Path) -> None:
+    expected = first_ids(data, 6)
+    with tmpfs(work / "ro", "1m") as mounted, FakeOpenAIServer() as server:
+        out = work / "ro" / "out"
+        if not mounted:
+            ROWS.append({"fault": "read-only folder", "done": "not run: mounting a tmpfs needs root"})
+            return
+        run(vista(data, out, server.url, limit=3))
+        subprocess.run(["mount", "-o", "remount,ro", str(work / "ro")], check=True)
+        code, errors, _ = run(vista(data, out, server.url, limit=6))
+        subprocess.run(["mount", "-o", "remount,rw", str(work / "ro")], check=True)
+        again, _, _ = run(vista(data, out, server.url, limit=6))
+        row("read-only folder", "3 judged, the disk remounted read-only, 6 asked; then writable again",
+            f"{code}, then {again}", out, expected, f"said: {errors[errors.find('cannot'):][:60]}")
+
+
 def signals(data: Path, work: Path) -> None:
     expected = first_ids(data, 12)
     for name, number in (("SIGTERM", signal.SIGTERM), ("Ctrl-C (SIGINT)", signal.SIGINT)):
@@ -374,13 +391,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/vista_human_eval/dev.json")
     parser.add_argument("--scale", type=int, default=20000)
     options = parser.parse_args()
-    os.environ["VISTA_CACHE_DIR"] = tempfile.mkdtemp(prefix="vista-faults-cache-")
     with tempfile.TemporaryDirectory(prefix="vista-faults-") as work:
         work = Path(work)
+        os.environ["VISTA_CACHE_DIR"] = str(work / "cache")
         two_commands(options.data, work)
         damaged_line(options.data, work)
         file_size_limit(options.data, work)
         full_disk(options.data, work)
+        read_only(options.data, work)
         signals(options.data, work)
         long_document(work)
         busy_server(options.data, work)
