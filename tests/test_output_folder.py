@@ -182,3 +182,11 @@ def test_a_document_longer_than_the_context_fails_its_turn_alone(model):
     assert too_long.label == "unknown" and short.label == "faithful"
     assert [c.error.split(":")[0] for c in too_long.claims] == ["the prompt does not fit the model's context "
                                                                 "(nothing was cut)"]
+
+
+def test_a_damaged_run_json_is_named(tmp_path, dev_file):
+    from vista_dspy.runner import RunConflict
+
+    (tmp_path / "run.json").write_text('{"program": "se')
+    with pytest.raises(RunConflict, match=r"run.json: not a run's settings .*--overwrite"):
+        evaluate(load_dialogues(dev_file)[:1], Vista.from_program(), rule_lm(), out_dir=tmp_path)

@@ -92,7 +92,11 @@ def _check_run(folder: OutputFolder, settings: dict[str, Any]) -> None:
     out_dir = folder.path
     path = out_dir / RUN
     if path.exists():
-        previous = json.loads(path.read_text())
+        try:
+            previous = json.loads(path.read_text())
+        except ValueError as exc:  # damaged (not JSON, not UTF-8): which run it was is unknown
+            raise RunConflict(f"{path}: not a run's settings ({exc}); its verdicts cannot be matched to this run. "
+                              "Use another --out, or --overwrite.") from None
         for old, new in RENAMED_SETTINGS.items():
             if old in previous and new not in previous:
                 previous[new] = previous.pop(old)
