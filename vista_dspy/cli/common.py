@@ -246,6 +246,15 @@ def calibration_off(judge, console: Console):
     return check
 
 
+def without_call_history() -> None:
+    """A batch command keeps no history of LM calls: DSPy keeps the last 10,000 calls' prompts and answers for
+    ``inspect_history`` (globally, per LM, per module and per predictor), over 1 GB in a 20,000-dialogue run
+    (benchmarks/faults.py), and nothing in a command reads them."""
+    import dspy
+
+    dspy.configure(disable_history=True)
+
+
 def progress_bar():
     """The progress display of long runs (on stderr, so that --json output stays clean)."""
     from rich.progress import (

@@ -45,6 +45,7 @@ from .common import (
     judge_backend,
     model_setup,
     progress_bar,
+    without_call_history,
     run_errors,
     slug,
 )
@@ -190,6 +191,7 @@ def evaluate(
     # --limit is not a setting: a later run with a larger limit resumes and extends this one.
     settings = run_settings(judge, input=str(input.resolve()), **config.run_settings())
     use_cache_for(config)
+    without_call_history()
     progress = progress_bar()
     on_done = _progress_line(progress, len(dialogues), sum(len(d.judged_turns) for d in dialogues), judge, console)
     backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
