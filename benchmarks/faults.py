@@ -160,10 +160,14 @@ def file_size_limit(data: Path, work: Path) -> None:
 
 
 @contextlib.contextmanager
-def tmpfs(path: Path, size: str):
+def tmpfs(path: Path, size: str, fault: str):
+    """A tmpfs of ``size`` mounted on ``path``, yielding True; without the right to mount, a "not run" row for
+    ``fault`` and False."""
     path.mkdir(parents=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
                              capture_output=True).returncode == 0
+    if not mounted:
+        ROWS.append({"fault": fault, "done": "not run: mounting a tmpfs needs root"})
     try:
         yield mounted
     finally:
@@ -182,10 +186,9 @@ def fill(disk: Path, leave: int) -> Path:
 
 def full_disk(data: Path, work: Path) -> None:
     expected = first_ids(data, 6)
-    with tmpfs(work / "disk", "16k") as mounted, FakeOpenAIServer() as server:
+    with tmpfs(work / "disk", "16k", "full disk while appending") as mounted, FakeOpenAIServer() as server:
         out = work / "disk" / "out"
         if not mounted:
-            ROWS.append({"fault": "full disk while appending", "done": "not run: mounting a tmpfs needs root"})
             return
         code, errors, _ = run(vista(data, out, server.url, limit=6))
         kept, whole = len(lines(out)), (out / VERDICTS).read_bytes() == b"".join(lines(out))
@@ -196,8 +199,10 @@ def full_disk(data: Path, work: Path) -> None:
             f"{kept} verdicts kept, no torn line: {whole}; said: {errors[errors.find('cannot'):][:60]}")
 
     expected = first_ids(data, 20)
-    with tmpfs(work / "disk2", "4m") as mounted:
+    with tmpfs(work / "disk2", "4m", "full disk while compacting") as mounted:
         out = work / "disk2" / "out"
+        if not mounted:
+            return
         with FakeOpenAIServer(faults={"malformed": 0.1}, seed=3) as server:
             run(vista(data, out, server.url, "--parse-retries", "0", limit=20))
             port = server.port  # the same address again: a run's settings include its endpoint
@@ -218,10 +223,9 @@ def full_disk(data: Path, work: Path) -> None:
 
 def read_only(data: Path, work: Path) -> None:
     expected = first_ids(data, 6)
-    with tmpfs(work / "ro", "1m") as mounted, FakeOpenAIServer() as server:
+    with tmpfs(work / "ro", "1m", "read-only folder") as mounted, FakeOpenAIServer() as server:
         out = work / "ro" / "out"
         if not mounted:
-            ROWS.append({"fault": "read-only folder", "done": "not run: mounting a tmpfs needs root"})
             return
         run(vista(data, out, server.url, limit=3))
         subprocess.run(["mount", "-o", "remount,ro", str(work / "ro")], check=True)
