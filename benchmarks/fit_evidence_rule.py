@@ -14,6 +14,7 @@ rule. ``--check`` writes nothing and fails if the shipped file differs from what
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from vista_dspy import Vista
 from vista_dspy.bench import EVIDENCE_PROGRAM
 from vista_dspy.compiled import compiled_dir, read_program, write_program
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.gate import ProgramMeta
+from vista_dspy.optimize import data_record
 from vista_dspy.evidence import CUES, evidence_of
 from vista_dspy.probing import folds
 from vista_dspy.rule_fitting import ClaimRow, TurnRows, cross_fitted, fit_rule, replay, scores
@@ -65,8 +68,9 @@ def main() -> int:
     rule = fit_rule(train_turns, CUES, fitted={"claims": sum(len(t.rows) for t in train_turns),
                                                "turns": len(train_turns), "source": "human claims",
                                                "data": "vista-human:train", "features": "evidence"})
+    measured = {}
     for name, decided in (("train, cross-fitted", crossed), ("dev, the shipped rule", replay(dev_turns, rule))):
-        s = scores(decided)
+        s = measured[name] = scores(decided)
         c = s["claims"]
         print(f"{name}: {s['turns']} turns, turn accuracy {s['accuracy']:.3f} (F1 {s['f1']:.3f}); "
               f"{c['claims']} claims: decisions {c['decision_accuracy']:.3f}, five-way {c['accuracy']:.3f}, "
@@ -75,13 +79,21 @@ def main() -> int:
     program.rule = rule
     file = program.program_file(EVIDENCE_PROGRAM)
     path = compiled_dir() / f"{EVIDENCE_PROGRAM}.json"
+    meta = ProgramMeta(program=EVIDENCE_PROGRAM, program_sha256=file.content_hash,
+                       optimizer="evidence cues on human claims (benchmarks/fit_evidence_rule.py)",
+                       train=data_record(train, {"part": "train"}), dev=data_record(dev, {"part": "dev"}),
+                       scores={"compiled": {"turn_accuracy": measured["dev, the shipped rule"]["accuracy"],
+                                            **measured["dev, the shipped rule"]},
+                               "train_cross_fitted": measured["train, cross-fitted"]},
+                       rule=file.rule, note="judged on the annotators' claims, not end to end: no LM call")
     if args.check:
         shipped = read_program(path)
         same = shipped.rule == file.rule
         print(f"{path}: {'the same rule' if same else 'DIFFERS from this fit'}")
         return 0 if same else 1
     write_program(file, path)
-    print(f"wrote {path}: {rule.describe()}")
+    path.with_name(f"{EVIDENCE_PROGRAM}.meta.json").write_text(json.dumps(meta.model_dump(), indent=2) + "\n")
+    print(f"wrote {path} and its meta: {rule.describe()}")
     return 0
 
 

@@ -274,14 +274,15 @@ class FakeOpenAIServer:
 
     def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
                  latency: float = 0.0, hang: float = 3.0, seed: int = 0, port: int = 0,
-                 down_after: int | None = None, logprobs: bool = True) -> None:
+                 down_after: int | None = None, logprobs: bool = True, context_tokens: int | None = None) -> None:
         """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``401``, ``timeout``
         (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
         answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults.
         ``down_after``: after that many requests the server goes down: it stops listening (connection refused) and
         drops the requests of connections still open without an answer. ``port``: 0 picks a free one.
         ``logprobs``: answer a request asking for token log-probabilities with them (False: an endpoint that gives
-        none)."""
+        none). ``context_tokens``: a prompt longer than that (4 characters a token) is refused as llama.cpp's server
+        refuses one that does not fit its context (HTTP 400, ``exceed_context_size_error``)."""
         import http.server
         import random
         import time
@@ -355,6 +356,13 @@ class FakeOpenAIServer:
                 prompt = messages[-1]["content"]
                 if isinstance(prompt, list):
                     prompt = "".join(part.get("text", "") for part in prompt)
+                tokens = sum(len(str(m["content"])) for m in messages) // 4
+                if context_tokens is not None and tokens > context_tokens:
+                    self._send(400, {"error": {
+                        "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": tokens,
+                        "n_ctx": context_tokens,
+                        "message": "the request exceeds the available context size, try increasing it"}})
+                    return
                 text, distributions = engine.answer_with_distributions(system, prompt, n_messages=len(messages) - 1)
                 with lock:
                     server.models.append((body["model"], engine._stage(system)))
@@ -410,8 +418,9 @@ if __name__ == "__main__":  # a fake server in its own process (benchmarks: no G
 
     parser = argparse.ArgumentParser(description="Serve FakeOpenAIServer until SIGTERM; prints its URL.")
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--port", type=int, default=0)
     options = parser.parse_args()
-    with FakeOpenAIServer(latency=options.latency) as fake:
+    with FakeOpenAIServer(latency=options.latency, port=options.port) as fake:
         print(fake.url, flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.pause()

@@ -80,6 +80,7 @@ def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_p
 
     meta = json.loads((tmp_path / "fake.meta.json").read_text())
     assert meta["meta_version"] == 1 and meta["program"] == "fake"
+    assert meta["program_sha256"] == restored.content_hash()  # what the gate's numbers describe
     for key in ("model", "optimizer", "settings", "train", "dev", "scores", "gate", "cost", "dspy_version", "date",
                 "demos", "choice", "options"):
         assert key in meta, key

@@ -97,6 +97,7 @@ class ProgramMeta(BaseModel):
 
     meta_version: int = META_VERSION
     program: str
+    program_sha256: str | None = None  # the content hash of the program this meta describes (``compiled``)
     model: str | None = None
     model_name: str | None = None
     optimizer: str

@@ -515,11 +515,11 @@ def _mipro(base: Vista, train: Sequence[Dialogue], dev: Sequence[Dialogue], budg
 
 
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
-    """Write ``<name>.json`` (the program file: demos and instructions, options, calibration; no LM) and
+    """Write ``<name>.json`` (the program file: demos and instructions, options, decision rule; no LM) and
     ``<name>.meta.json``."""
     directory = directory or compiled_dir()
     result.program.program_name = name
     path = write_program(result.program.program_file(name), directory / f"{name}.json")
-    meta = result.meta.model_copy(update={"program": name})
+    meta = result.meta.model_copy(update={"program": name, "program_sha256": result.program.content_hash()})
     (directory / f"{name}.meta.json").write_text(json.dumps(meta.model_dump(), indent=2) + "\n")
     return path

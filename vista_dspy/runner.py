@@ -4,9 +4,10 @@ resume on rerun (judging again the dialogues whose verdict holds a failure), and
 Output directory layout:
     run.json        the settings of the run (a rerun with other settings is refused)
     verdicts.jsonl  one DialogueVerdict per line, in completion order. A repaired dialogue's new verdict is appended
-                    and wins over the old line; when the run ends the file is rewritten (atomically) with one line
-                    per dialogue.
+                    and wins over the old line; when the run finishes the file is rewritten (atomically) with one
+                    line per dialogue.
     summary.json    scoring.summarize() over the input's dialogues, in input order
+    run.lock, verdicts.damaged.jsonl   one run at a time; damaged lines set aside (``outdir``)
 
 An endpoint that keeps failing stops the run (``stages.CallFailures``): finished dialogues are kept, the ones in
 progress are not written, and ``EndpointDown`` says so; rerunning resumes.
@@ -15,9 +16,9 @@ progress are not written, and ``EndpointDown`` says so; rerunning resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -25,17 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
-from pydantic import ValidationError
 
 from . import scoring
 from .clients import IN_FLIGHT, PRIORITY, RequestSlots, aclose_client, build_adapter, request_slot
+from .outdir import DAMAGED, VERDICTS, OutputFolder, read_verdicts, write_verdicts  # noqa: F401 (re-exported)
 from .schema import Category, Dialogue, DialogueVerdict
 from .stages import CALL_GUARD, FAILURES, CallFailures, EndpointDown, StagedModule
 
 if TYPE_CHECKING:
     from .distributed import RayBackend
 
-VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
 RUN = "run.json"
 
@@ -53,6 +53,7 @@ class RunResult:
     interrupted: bool = False
     pending: list[str] = field(default_factory=list)
     repaired: int = 0  # dialogues judged again because their earlier verdict held a failure
+    set_aside: int = 0  # damaged lines of verdicts.jsonl moved to verdicts.damaged.jsonl (outdir.DAMAGED)
 
 
 def has_failures(verdict: DialogueVerdict) -> bool:
@@ -61,51 +62,6 @@ def has_failures(verdict: DialogueVerdict) -> bool:
     return bool(verdict.errors) or any(
         turn.error is not None or turn.label == "unknown" or any(c.category is Category.ERROR for c in turn.claims)
         for turn in verdict.turns)
-
-
-def read_verdicts(path: Path) -> list[DialogueVerdict]:
-    """Verdicts already written, one per dialogue in order of first appearance; a later line for the same dialogue
-    (a repair) replaces the earlier one. A torn last line (the process died mid-write) is cut off the file."""
-    return list(_read(path)[0].values())
-
-
-def _read(path: Path) -> tuple[dict[str, DialogueVerdict], int]:
-    """``read_verdicts`` by dialogue id, and the number of lines they came from (more lines than dialogues: a
-    repair left a dialogue on several lines)."""
-    if not path.exists():
-        return {}, 0
-    verdicts: dict[str, DialogueVerdict] = {}
-    good_bytes = lines = 0
-    with path.open("rb") as handle:
-        for raw in handle:
-            try:
-                verdict = DialogueVerdict.model_validate_json(raw)
-            except ValidationError:
-                if raw.endswith(b"\n"):
-                    raise RunConflict(f"{path}: line {lines + 1} is not a dialogue verdict") from None
-                break  # torn tail
-            lines += 1
-            verdicts[verdict.dialogue_id] = verdict
-            good_bytes += len(raw)
-    if good_bytes != path.stat().st_size:
-        with path.open("r+b") as handle:
-            handle.truncate(good_bytes)
-    return verdicts, lines
-
-
-def write_verdicts(path: Path, verdicts: Sequence[DialogueVerdict]) -> None:
-    """Replace ``path`` by one line per verdict, atomically: a new file, synced, renamed over the old one."""
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        handle.writelines(v.model_dump_json() + "\n" for v in verdicts)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def program_identity(judge: StagedModule) -> dict[str, Any]:
@@ -132,10 +88,15 @@ LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls":
 RENAMED_SETTINGS: dict[str, str] = {"judge_given_claims": "given_claims"}
 
 
-def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
+def _check_run(folder: OutputFolder, settings: dict[str, Any]) -> None:
+    out_dir = folder.path
     path = out_dir / RUN
     if path.exists():
-        previous = json.loads(path.read_text())
+        try:
+            previous = json.loads(path.read_text())
+        except ValueError as exc:  # damaged (not JSON, not UTF-8): which run it was is unknown
+            raise RunConflict(f"{path}: not a run's settings ({exc}); its verdicts cannot be matched to this run. "
+                              "Use another --out, or --overwrite.") from None
         for old, new in RENAMED_SETTINGS.items():
             if old in previous and new not in previous:
                 previous[new] = previous.pop(old)
@@ -155,7 +116,7 @@ def _check_run(out_dir: Path, settings: dict[str, Any]) -> None:
                 f"{out_dir} holds a run with other settings ({details}). Use another --out, or --overwrite."
             )
     else:
-        path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        folder.write_text(RUN, json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
 
 def dialogues_for(concurrency: int) -> int:
@@ -223,6 +184,7 @@ def evaluate(
     on_done: Record | None = None,
     retry_errors: bool = True,
     failures: CallFailures | None = None,
+    overwrite: bool = False,
 ) -> RunResult:
     """Judge ``dialogues`` with ``program`` on ``backend`` (``Threads``, ``Concurrent``, a Ray backend, or an LM:
     one thread); write and resume under ``out_dir`` when given.
@@ -232,6 +194,11 @@ def evaluate(
     the dialogues without a verdict, and (``retry_errors``) those whose verdict holds a failure (``has_failures``;
     their calls that succeeded come from the LM cache).
     KeyboardInterrupt stops submitting work, keeps everything finished, and returns with ``interrupted=True``.
+    ``overwrite`` discards an earlier run in ``out_dir`` instead of resuming it.
+
+    One run holds ``out_dir`` at a time (``outdir.FolderBusy`` for another); lines of verdicts.jsonl that are not a
+    verdict are set aside in verdicts.damaged.jsonl and their dialogues judged again (``RunResult.set_aside``); a
+    folder that takes no more bytes stops the run with ``outdir.OutputUnwritable``, the file intact.
 
     ``failures``: how failed calls are treated (default: the caller's active ``CallFailures`` if it may stop, else
     one with the defaults). When it declares the endpoint down, everything finished is kept and ``EndpointDown`` is
@@ -241,67 +208,59 @@ def evaluate(
         backend = Threads(backend)
     if failures is None:
         failures = FAILURES.get() if FAILURES.get().stop_after else CallFailures()
-    done: dict[str, DialogueVerdict] = {}
-    # The file's verdicts by dialogue (all of them, not only this input's) and its lines, kept up to date as verdicts
-    # are appended: when the run ends, more lines than dialogues means the file is rewritten with one per dialogue.
-    written: dict[str, DialogueVerdict] = {}
-    lines = 0
-    handle = None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        _check_run(out_dir, {**program_identity(program), **(settings or {})})
-        written, lines = _read(out_dir / VERDICTS)
-        wanted = {d.id for d in dialogues}
-        done = {i: v for i, v in written.items() if i in wanted}
-        handle = (out_dir / VERDICTS).open("a", encoding="utf-8")
-    repair = {i for i, v in done.items() if has_failures(v)} if retry_errors else set()
-    resumed = len(done) - len(repair)
-    # Longest dialogues first: their chains of dependent calls set the wall time of a parallel run, and a long one
-    # started last would run alone at the end (longest-processing-time-first scheduling). Stable for equal lengths.
-    todo = sorted((d for d in dialogues if d.id not in done or d.id in repair), key=lambda d: len(d.turns),
-                  reverse=True)
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(OutputFolder(out_dir)) if out_dir is not None else None
+        done: dict[str, DialogueVerdict] = {}
+        if folder is not None:
+            if overwrite:
+                folder.discard(VERDICTS, SUMMARY, RUN)
+            _check_run(folder, {**program_identity(program), **(settings or {})})
+            wanted = {d.id for d in dialogues}
+            done = {i: v for i, v in folder.read().items() if i in wanted}
+        repair = {i for i, v in done.items() if has_failures(v)} if retry_errors else set()
+        resumed = len(done) - len(repair)
+        # Longest dialogues first: their chains of dependent calls set the wall time of a parallel run, and a long
+        # one started last would run alone at the end (longest-processing-time-first scheduling). Stable for equal
+        # lengths.
+        todo = sorted((d for d in dialogues if d.id not in done or d.id in repair), key=lambda d: len(d.turns),
+                      reverse=True)
 
-    def record(verdict: DialogueVerdict) -> None:
-        nonlocal lines
-        done[verdict.dialogue_id] = verdict
-        if handle is not None:
-            handle.write(verdict.model_dump_json() + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-            written[verdict.dialogue_id] = verdict
-            lines += 1
-        if on_done is not None:
-            on_done(verdict)
+        def record(verdict: DialogueVerdict) -> None:
+            if folder is not None:
+                folder.append(verdict)  # a verdict that could not be written is not done
+            done[verdict.dialogue_id] = verdict
+            if on_done is not None:
+                on_done(verdict)
 
-    interrupted = False
-    outage: EndpointDown | None = None
-    # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and stalls
-    # every request in flight meanwhile. The objects alive before the run are left out of collections during it
-    # (unless the caller froze objects itself: its freeze is left as it is).
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        backend.run(todo, program, record, failures)
-    except KeyboardInterrupt:
-        interrupted = True
-    except EndpointDown as exc:
-        outage = exc
-    finally:
+        interrupted = False
+        outage: EndpointDown | None = None
+        # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and
+        # stalls every request in flight meanwhile. The objects alive before the run are left out of collections
+        # during it (unless the caller froze objects itself: its freeze is left as it is).
+        freeze = gc.get_freeze_count() == 0
         if freeze:
-            gc.unfreeze()
-        if handle is not None:
-            handle.close()
-            if lines != len(written):  # a repair left a dialogue on two lines
-                write_verdicts(out_dir / VERDICTS, list(written.values()))
-    if outage is not None:
-        if out_dir is not None:
-            raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and kept "
-                               f"in {out_dir}; rerun the same command to resume.") from outage
-        raise EndpointDown(f"{outage}. Stopped after {len(done)} of {len(dialogues)} dialogues; the answers "
-                           "received are in the LM cache (unless it is off), so rerunning the same command does not "
-                           "pay for them again.") from outage
-    return _result(dialogues, done, out_dir, resumed, interrupted, len(repair))
+            gc.freeze()
+        try:
+            backend.run(todo, program, record, failures)
+            if folder is not None:
+                # A repair left a dialogue on two lines. (A stopped run leaves them: the later line wins until the
+                # next run that finishes compacts; a Ctrl-C during the compaction waits until it is done.)
+                folder.compact()
+        except KeyboardInterrupt:
+            interrupted = True
+        except EndpointDown as exc:
+            outage = exc
+        finally:
+            if freeze:
+                gc.unfreeze()
+        if outage is not None:
+            if out_dir is not None:
+                raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and "
+                                   f"kept in {out_dir}; rerun the same command to resume.") from outage
+            raise EndpointDown(f"{outage}. Stopped after {len(done)} of {len(dialogues)} dialogues; the answers "
+                               "received are in the LM cache (unless it is off), so rerunning the same command does "
+                               "not pay for them again.") from outage
+        return _result(dialogues, done, folder, resumed, interrupted, len(repair))
 
 
 def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], DialogueVerdict], threads: int,
@@ -362,18 +321,19 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
         await aclose_client(lm)
 
 
-def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], out_dir: Path | None, resumed: int,
-            interrupted: bool, repaired: int) -> RunResult:
+def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], folder: OutputFolder | None,
+            resumed: int, interrupted: bool, repaired: int) -> RunResult:
     verdicts = [done[d.id] for d in dialogues if d.id in done]
     summary = scoring.summarize(verdicts)
-    if out_dir is not None and not interrupted:
-        (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    if folder is not None and not interrupted:
+        folder.write_text(SUMMARY, json.dumps(summary, indent=2) + "\n")
     return RunResult(
         verdicts=verdicts,
         summary=summary,
         resumed=resumed,
-        out_dir=out_dir,
+        out_dir=folder.path if folder is not None else None,
         interrupted=interrupted,
         pending=[d.id for d in dialogues if d.id not in done],
         repaired=repaired,
+        set_aside=folder.set_aside if folder is not None else 0,
     )

@@ -19,6 +19,7 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import (
     AdapterParseError,
+    ContextWindowExceededError,
     LMAuthError,
     LMBillingError,
     LMConfigurationError,
@@ -134,8 +135,15 @@ def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
     return result
 
 
+# How servers say a prompt is longer than the model's context (llama.cpp, vLLM, OpenAI; litellm's own class).
+CONTEXT_EXCEEDED = ("exceeds the available context", "maximum context length", "context length", "context window")
+
+
 def _describe(error: Exception) -> str:
     text = " ".join(str(error).split())
+    if isinstance(error, ContextWindowExceededError) or any(words in text.lower() for words in CONTEXT_EXCEEDED):
+        # Nothing is cut to fit: the call fails, its claim or turn says why, and the run goes on.
+        return f"the prompt does not fit the model's context (nothing was cut): {type(error).__name__}: {text[:300]}"
     return f"{type(error).__name__}: {text[:500]}"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -23,5 +24,17 @@ def _root(
                               "file are kept. Default: ~/.cache/vista-dspy.")] = None,
 ) -> None:
     """VISTA: claim-level factuality judging of multi-turn, retrieval-grounded dialogue, as a DSPy program."""
+    # SIGTERM (a service manager, `kill`, a CI runner's cancel) stops a command as Ctrl-C does: finished verdicts
+    # kept, the embedded server stopped, exit 130.
+    signal.signal(signal.SIGTERM, _as_interrupt)
     if cache_dir is not None:
         os.environ["VISTA_CACHE_DIR"] = str(cache_dir.expanduser().resolve())
+
+
+def _as_interrupt(signum, frame) -> None:
+    """What Ctrl-C does at this moment (Python's KeyboardInterrupt, asyncio's cancelling, a deferral), also where
+    Ctrl-C is ignored (a background job)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)

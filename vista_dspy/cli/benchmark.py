@@ -34,6 +34,7 @@ from .common import (
     fail,
     model_setup,
     progress_bar,
+    without_call_history,
     judge_backend,
     run_errors,
     with_program_adapter,
@@ -115,6 +116,7 @@ def benchmark(
                 label_probabilities=lm_setup.label_probabilities)
     out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
     use_cache_for(config)
+    without_call_history()
 
     progress = progress_bar()
     with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:

@@ -110,21 +110,23 @@ def fraction(value: float | None) -> str:
 
 @contextlib.contextmanager
 def run_errors(*input_errors: type[Exception]):
-    """Failures of a run as one-line messages: bad input or settings exit 2; an unusable model or server, or an
-    endpoint that went down mid-run, 1."""
+    """Failures of a run as one-line messages: bad input or settings, or an output folder another run holds, exit 2;
+    an unusable model or server, an endpoint that went down mid-run, or an output folder that takes no more bytes
+    (full disk, read-only), 1."""
     from dspy.utils.exceptions import LMError
 
     from ..data import InputError
     from ..distributed import BackendUnavailable
     from ..local import LocalServerError
+    from ..outdir import FolderBusy, OutputUnwritable
     from ..runner import RunConflict
     from ..stages import EndpointDown
 
     try:
         yield
-    except (InputError, RunConflict, BackendUnavailable, *input_errors) as exc:
+    except (InputError, RunConflict, FolderBusy, BackendUnavailable, *input_errors) as exc:
         raise fail(str(exc)) from None
-    except EndpointDown as exc:
+    except (EndpointDown, OutputUnwritable) as exc:
         raise fail(str(exc), code=1) from None
     except LMError as exc:
         raise fail(f"the model cannot be used: {exc}", code=1) from None
@@ -244,6 +246,15 @@ def evidence_only_notice(judge, console: Console):
                           "program's evidence-only rule decides, over the evidence cues alone", highlight=False)
 
     return check
+
+
+def without_call_history() -> None:
+    """A batch command keeps no history of LM calls: DSPy keeps the last 10,000 calls' prompts and answers for
+    ``inspect_history`` (globally, per LM, per module and per predictor), over 1 GB in a 20,000-dialogue run
+    (benchmarks/faults.py), and nothing in a command reads them."""
+    import dspy
+
+    dspy.configure(disable_history=True)
 
 
 def progress_bar():

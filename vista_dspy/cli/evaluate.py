@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -44,6 +45,7 @@ from .common import (
     judge_backend,
     model_setup,
     progress_bar,
+    without_call_history,
     run_errors,
     slug,
 )
@@ -170,7 +172,7 @@ def evaluate(
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..clients import use_cache_for
-    from ..runner import RUN, SUMMARY, VERDICTS, run_settings
+    from ..runner import run_settings
     from ..runner import evaluate as run_evaluation
     from ..stages import CallFailures
 
@@ -197,19 +199,18 @@ def evaluate(
 
     suffix = "" if system is System.vista else f"__{system.value}"
     out = out or Path("vista-runs") / f"{slug(input.stem)}__{slug(model or 'local')}{suffix}"
-    if overwrite:
-        for name in (VERDICTS, SUMMARY, RUN):
-            (out / name).unlink(missing_ok=True)
     # --limit is not a setting: a later run with a larger limit resumes and extends this one.
     settings = run_settings(judge, input=str(input.resolve()), **config.run_settings())
     use_cache_for(config)
+    without_call_history()
     progress = progress_bar()
     on_done = _progress_line(progress, len(dialogues), sum(len(d.judged_turns) for d in dialogues), judge, console)
     backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
                             threads=threads, concurrency=concurrency)
     with run_errors(), lm_setup.server, progress:
         result = run_evaluation(dialogues, judge, backend, out_dir=out, settings=settings, on_done=on_done,
-                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
+                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after),
+                                overwrite=overwrite)
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
@@ -231,8 +232,11 @@ def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | 
 def _show(console: Console, result, out: Path, *, show_claims: bool | None, json_summary: bool) -> None:
     """The run's verdicts (when few, or asked for) and summary; exit 130 if it was interrupted."""
     from ..report import print_summary, print_verdict
-    from ..runner import SUMMARY, VERDICTS
+    from ..runner import DAMAGED, SUMMARY, VERDICTS
 
+    if result.set_aside:
+        err.print(f"set aside: {result.set_aside} damaged lines of {out / VERDICTS} (not a dialogue verdict) were "
+                  f"moved to {out / DAMAGED}; their dialogues were judged again", highlight=False, soft_wrap=True)
     if result.resumed or result.repaired:
         console.print(f"resumed: {result.resumed} dialogues were already judged in {out}"
                       + (f"; {result.repaired} with a failure were judged again" if result.repaired else ""))
@@ -272,7 +276,7 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
     """VISTA with its program, its saved options and the flags given (which win), or a baseline; exits 2 when the
     program cannot be loaded or the flags do not go together."""
     from ..baselines import SYSTEMS
-    from ..compiled import program_for_model, read_program
+    from ..compiled import StaleMeta, program_for_model, read_program
 
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
     if system is System.evidence:
@@ -288,7 +292,11 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
         return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **endpoint)
     program = program or program_for_model(model)
     try:
-        file = read_program(program)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", StaleMeta)
+            file = read_program(program)
+        for warning in said:
+            err.print(f"[bold yellow]warning:[/] {warning.message}", highlight=False, soft_wrap=True)
         overridden = {k: v for k, v in flags.items() if k in file.options and file.options[k] != v}
         applied = {k: v for k, v in file.options.items() if k not in flags and v != JudgeOptions().as_dict()[k]}
         if applied:

@@ -10,7 +10,7 @@ and the rule, so two files with the same name and different content never pass f
 from __future__ import annotations
 
 import hashlib
-import json
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -80,25 +80,74 @@ def content_hash(state: dict[str, Any], options: dict[str, Any], rule: dict[str,
     return hashlib.sha256(orjson.dumps(judged, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+class StaleMeta(UserWarning):
+    """A program file whose content no longer has the hash its meta file recorded: the meta's gate and scores
+    describe another program."""
+
+
 def read_program(program: str | Path | None) -> ProgramFile:
     """A program file by path or name (None: the seed). A file written before program files held options has its
-    meta file's options, if any, and no rule."""
+    meta file's options, if any, and no rule.
+
+    A file that is not a program (bad JSON, an option or rule value not allowed) raises ``data.InputError`` naming
+    the file and the field. A file whose content hash differs from the one its meta file recorded (edited after its
+    gate ran) is read, with a ``StaleMeta`` warning: its verdicts still name the program by its content (run.json,
+    the verdicts' run), only the meta's gate result no longer describes it."""
+    from ..data.readers import InputError, read_json
+
     name, path = program_path(program)
-    state = json.loads(path.read_text())
+    state = read_json(path)
+    if not isinstance(state, dict):
+        raise InputError(path, f"a program file is a JSON object, not {type(state).__name__}")
     section = state.pop(SECTION, None)
+    meta_path = path.with_name(f"{path.stem}.meta.json")
+    meta = read_json(meta_path) if meta_path.is_file() else {}
     if section is None:
-        meta = path.with_name(f"{path.stem}.meta.json")
-        legacy = json.loads(meta.read_text()).get("options") or {} if meta.is_file() else {}
-        return ProgramFile(name, state, {k: v for k, v in legacy.items() if k in LEGACY_META_OPTIONS})
-    version = section.get("format")
-    if version in OLD_FORMATS:
-        if section.get("calibration"):
-            raise ValueError(f"{path}: program format {version} with a calibration, which this version no longer "
-                             "applies (a decision rule replaced it): compile the program again")
-        return ProgramFile(name, state, section.get("options") or {})
-    if version != PROGRAM_FORMAT:
-        raise ValueError(f"{path}: program format {version!r}, this version reads {PROGRAM_FORMAT}")
-    return ProgramFile(name, state, section.get("options") or {}, section.get("rule"))
+        legacy = meta.get("options") or {}
+        file = ProgramFile(name, state, {k: v for k, v in legacy.items() if k in LEGACY_META_OPTIONS})
+    else:
+        version = section.get("format") if isinstance(section, dict) else section
+        if version in OLD_FORMATS and section.get("calibration"):
+            raise InputError(path, f"program format {version} with a calibration, which this version no longer "
+                             "applies (a decision rule replaced it): compile the program again",
+                             field=f"{SECTION}.calibration")
+        if version not in (PROGRAM_FORMAT, *OLD_FORMATS):
+            raise InputError(path, f"program format {version!r}, this version reads {PROGRAM_FORMAT}",
+                             field=f"{SECTION}.format")
+        file = ProgramFile(name, state, section.get("options") or {}, section.get("rule"))
+    _check_values(path, file)
+    recorded = meta.get("program_sha256")
+    if recorded and recorded != file.content_hash:
+        warnings.warn(f"{path} was changed after it was compiled: its content (sha256 {file.content_hash[:12]}...) "
+                      f"is not the program {meta_path.name} describes ({recorded[:12]}...), so that file's gate "
+                      "result and scores do not describe it", StaleMeta, stacklevel=2)
+    return file
+
+
+def _check_values(path: Path, file: ProgramFile) -> None:
+    """The saved options and rule, validated as a judge would read them: the first value not allowed, as an
+    ``InputError`` naming the field and what is allowed."""
+    from pydantic import ValidationError
+
+    from ..data.readers import InputError
+    from ..decision import DecisionRule
+    from ..options import NOT_SAVED, JudgeOptions
+
+    for field_name, model, value in (("options", JudgeOptions, file.options), ("rule", DecisionRule, file.rule)):
+        if value is None:
+            continue
+        try:
+            model.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in (SECTION, field_name, *first["loc"]))
+            message = first["msg"]
+            if first["type"] == "extra_forbidden":
+                known = [k for k in model.model_fields if field_name != "options" or k not in NOT_SAVED]
+                message = f"not a known {field_name} field; known: {', '.join(known)}"
+            elif "input" in first and not isinstance(first["input"], (dict, list)):
+                message = f"{first['input']!r} is not allowed: {message}"
+            raise InputError(path, message, field=where) from None
 
 
 def write_program(program: ProgramFile, path: Path) -> Path:
