@@ -32,7 +32,6 @@ from decision_probe import DEFAULT_DATA, probe_dir  # noqa: E402 (this folder)
 
 from vista_dspy.calibration import ClaimProbe, decisions, fit
 from vista_dspy.data import load_dialogues, part_of
-from vista_dspy.decision import DecisionRule
 from vista_dspy.gate import PairedTest
 from vista_dspy.local import EMBEDDED
 from vista_dspy.probing import claim_scores, folds
@@ -48,6 +47,7 @@ from vista_dspy.rule_fitting import (
     scores,
     turn_rights,
     turns_of,
+    with_cascade,
 )
 from vista_dspy.runner import VERDICTS, read_verdicts
 from vista_dspy.scoring import turn_label
@@ -74,7 +74,7 @@ def recipe(train: list[TurnRows], score: list[TurnRows], fold_of: dict[str, int]
     """Every row's decisions of ``score`` with everything chosen on ``train``."""
     rule, record = choose_rule(train, fold_of)
     evidence = fit_rule(train, CUES)
-    no_cascade = DecisionRule.model_validate({**rule.model_dump(), "cascade": None})
+    no_cascade = with_cascade(rule, None)
     return {
         "seed": replay(score, None),
         "seed + calibration": calibrated(score, train),
@@ -159,7 +159,7 @@ def main() -> int:
             if "human" in found:
                 human_rows = turns("human", score_part)
                 evidence = fit_rule(turns("decomposed", fit_part), CUES)
-                no_cascade = DecisionRule.model_validate({**rule.model_dump(), "cascade": None})
+                no_cascade = with_cascade(rule, None)
                 for key, decided in (("seed", replay(human_rows, None)),
                                      ("evidence only", replay(human_rows, evidence, judge=False)),
                                      ("seed + rule", replay(human_rows, no_cascade)),

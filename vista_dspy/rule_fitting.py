@@ -1,10 +1,10 @@
 """Fitting a decision rule (``decision``) on judged claims, cross-fitted by dialogue, and scoring it on turns.
 
-The claims come from verdicts of the base program judged with label probabilities and ``categorize_all`` (every
-claim asked of both stages; Categorize's answer is then masked for a claim Verify verified, as the deployed program
-asks it): the annotators' claims (``given_claims``) carry their own judgement; decomposed claims take the judgement
-of the human claim of the same turn they match (``metrics.match_claims``), and a decomposed claim that matches none
-is decided in the turn scores but not fitted on. Fitting is arithmetic on saved answers: no LM call.
+The claims come from verdicts of the base program judged with label probabilities (Categorize's answer counts only
+for a claim Verify did not verify, as the deployed program asks it, even where ``categorize_all`` asked it about
+every claim): the annotators' claims (``given_claims``) carry their own judgement; decomposed claims take one
+through the human claims of their turn (``label_claims``), and a decomposed claim left without one is decided in
+the turn scores but not fitted on. Fitting is arithmetic on saved answers: no LM call.
 
 Every decision here goes through ``decision.decide``, as in the deployed program. A replay decides the base
 program's answers again under a rule; the knowledge store stays the base's (a live run accumulates the rule's
@@ -14,7 +14,7 @@ decisions, so its later turns may see a slightly different store).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .decision import (
@@ -28,6 +28,7 @@ from .decision import (
     by_evidence,
     decide,
     feature_matrix,
+    features,
 )
 from .evidence import CUES, evidence_of
 from .metrics import match_claims
@@ -56,8 +57,6 @@ class ClaimRow:
 
     @property
     def values(self) -> dict[str, float]:
-        from .decision import features
-
         return features(self.cues, self.verify, self.categorize)
 
 
@@ -70,7 +69,7 @@ class TurnRows:
     gold_label: str | None  # hallucinated / faithful (the turn's own gold label)
     rows: list[ClaimRow]
     failed: bool = False  # Decompose failed: unknown unless a claim is unsafe
-    calls: dict[str, int] = field(default_factory=dict)  # the base's LM calls by stage (decompose counted per turn)
+    decompose_calls: float = 0.0  # the base's Decompose calls of the dialogue, shared among its judged turns
 
 
 LABELLINGS = ("matched", "nearest", "nearest+faithful")
@@ -100,7 +99,7 @@ def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialog
                                      gold_category, probabilities.categorize if probabilities else None))
             turns.append(TurnRows(verdict.dialogue_id, turn.turn_index, turn.gold_label, rows,
                                   failed=turn.error is not None,
-                                  calls={"decompose": (decompose_calls.calls if decompose_calls else 0) / judged}))
+                                  decompose_calls=(decompose_calls.calls if decompose_calls else 0) / judged))
     return turns
 
 
@@ -182,27 +181,26 @@ def fit_rule(turns: Sequence[TurnRows], features: Sequence[str], *, C: float = D
     the evidence model over the cues, each with the threshold that gives the most turns their gold label."""
     rows = [r for t in turns for r in t.rows]
     evidence = fit_model(rows, CUES, C)
-    rule = DecisionRule(evidence=evidence, fitted=fitted or {})
-    rule = rule.model_copy(update={"evidence": evidence.model_copy(
-        update={"threshold": best_threshold(turns, rule, judge=False)})})
+    evidence = evidence.model_copy(update={"threshold": best_threshold(turns, DecisionRule(evidence=evidence))})
+    judged = None
     if any(f in JUDGE_FEATURES for f in features):
         judged = fit_model(rows, features, C)
-        rule = rule.model_copy(update={"judged": judged})
-        rule = rule.model_copy(update={"judged": judged.model_copy(
-            update={"threshold": best_threshold(turns, rule, judge=True)})})
-    return DecisionRule.model_validate(rule.model_dump())
+        judged = judged.model_copy(update={"threshold": best_threshold(
+            turns, DecisionRule(judged=judged, evidence=evidence))})
+    return DecisionRule(judged=judged, evidence=evidence, fitted=fitted or {})
 
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(2, 19))
 
 
-def best_threshold(turns: Sequence[TurnRows], rule: DecisionRule, *, judge: bool) -> float:
-    """The threshold (of the judged model, or of the evidence model) that gives the most turns their gold label;
-    ties go to the one nearest 0.5."""
+def best_threshold(turns: Sequence[TurnRows], rule: DecisionRule) -> float:
+    """The threshold of the model that decides under ``rule`` (its judged model if it has one, else its evidence
+    model) that gives the most turns their gold label; ties go to the one nearest 0.5."""
+    role = "judged" if rule.judged is not None else "evidence"
+
     def accuracy(threshold: float) -> float:
-        model = (rule.judged if judge else rule.evidence).model_copy(update={"threshold": threshold})
-        trial = rule.model_copy(update={"judged": model} if judge else {"evidence": model, "judged": None})
-        return turn_scores(replay(turns, trial))["accuracy"]
+        model = getattr(rule, role).model_copy(update={"threshold": threshold})
+        return turn_scores(replay(turns, rule.model_copy(update={role: model})))["accuracy"]
 
     return max(THRESHOLDS, key=lambda t: (accuracy(t), -abs(t - 0.5)))
 
@@ -227,23 +225,14 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
     p_unsafe: list[float | None] = []
     evidence_only: list[bool] = []
     for row in turn.rows:
-        if row.judge == "ERROR" and judge:
-            categories.append("ERROR")
-            p_unsafe.append(None)
-            evidence_only.append(False)
-            continue
-        if rule is None:
-            categories.append(row.judge)
-            p_unsafe.append(None)
-            evidence_only.append(False)
-            continue
-        early = by_evidence(rule, row.cues) if judge else decide(rule, row.cues)
-        if early is not None:
-            decision, alone = early, True
+        if rule is None or (judge and row.judge == "ERROR"):  # the judge's own label (an ERROR stays one)
+            category, p, alone = row.judge, None, False
         else:
-            decision, alone = decide(rule, row.cues, row.verify, row.categorize, row.judge), False
-        categories.append(decision.category.value)
-        p_unsafe.append(decision.p_unsafe)
+            early = by_evidence(rule, row.cues) if judge else decide(rule, row.cues)
+            decision = early or decide(rule, row.cues, row.verify, row.categorize, row.judge)
+            category, p, alone = decision.category.value, decision.p_unsafe, early is not None
+        categories.append(category)
+        p_unsafe.append(p)
         evidence_only.append(alone)
     label = turn_label([Category(c) for c in categories], failed=turn.failed)
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
@@ -264,18 +253,17 @@ def cross_fitted(turns: Sequence[TurnRows], fold_of: Mapping[str, int],
 
 
 def turn_scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
-    """Turn accuracy (unknown counts wrong), P/R/F1 of the hallucinated class, LM calls per turn."""
+    """``scoring.turn_metrics`` of the turns with a gold label (unknown counts wrong), under short names, with the
+    false alarms and misses."""
+    from .scoring import turn_metrics
+
     scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
-    n = len(scored)
-    tp = sum(d.label == "hallucinated" and d.turn.gold_label == "hallucinated" for d in scored)
-    fp = sum(d.label == "hallucinated" and d.turn.gold_label == "faithful" for d in scored)
-    fn = sum(d.label != "hallucinated" and d.turn.gold_label == "hallucinated" for d in scored)
-    right = sum(d.label == d.turn.gold_label for d in scored)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    return {"turns": n, "accuracy": right / n if n else 0.0, "precision": precision, "recall": recall,
-            "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-            "false_alarms": fp, "misses": fn}
+    metrics = turn_metrics([d.label for d in scored], [d.turn.gold_label for d in scored])
+    return {"turns": len(scored), "accuracy": metrics.get("accuracy", 0.0),
+            "precision": metrics.get("precision_hallucinated", 0.0),
+            "recall": metrics.get("recall_hallucinated", 0.0), "f1": metrics.get("f1_hallucinated", 0.0),
+            "false_alarms": sum(d.label != "faithful" and d.turn.gold_label == "faithful" for d in scored),
+            "misses": sum(d.label != "hallucinated" and d.turn.gold_label == "hallucinated" for d in scored)}
 
 
 def turn_rights(decided: Sequence[TurnDecision]) -> list[bool]:
@@ -288,7 +276,7 @@ def calls_per_turn(decided: Sequence[TurnDecision]) -> float:
     total = 0.0
     for d in decided:
         asked = [r for r, alone in zip(d.turn.rows, d.by_evidence) if not alone]
-        total += d.turn.calls.get("decompose", 0) + len(asked)
+        total += d.turn.decompose_calls + len(asked)
         total += sum(r.judge not in ("VERIFIED", "ERROR") for r in asked)
     return total / len(decided) if decided else 0.0
 
