@@ -213,6 +213,7 @@ def test_an_endpoint_without_probabilities_gets_the_evidence_rule_and_the_cli_sa
     marked = verdict.turns[0].claims[1]
     expected = 1 / (1 + math.exp(-(10 * marked.cues["uncovered_reference"] - 5)))
     assert marked.probabilities is None and marked.p_unsafe == pytest.approx(expected, abs=1e-4)
+    assert marked.decided_by == "evidence" and marked.stage == "categorize"  # asked, but decided by the cues
     path = program.save_program(tmp_path / "ruled.json")
     with FakeOpenAIServer(logprobs=False) as server:
         result = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",

@@ -41,7 +41,7 @@ JUDGE_FEATURES: tuple[str, ...] = ("verify_logit", "categorized",
 FEATURES: tuple[str, ...] = (*CUES, *JUDGE_FEATURES)
 _LOGIT_BOUND = 8.0  # |logit P(VERIFIED)| beyond this carries no more information (probabilities of 1e-4 or less)
 
-DecidedBy = Literal["judge", "rule", "evidence"]
+DecidedBy = Literal["rule", "evidence"]
 
 
 class LinearModel(BaseModel):
@@ -162,7 +162,7 @@ def decide(rule: DecisionRule, cues: Mapping[str, float], verify: Mapping[str, f
     model = rule.judged if use_judge else rule.evidence
     p = model.probabilities(features(cues, verify, categorize))
     p_unsafe = p[UNSAFE_CLASS]
-    decided_by: DecidedBy = "rule" if judge_category is not None else "evidence"
+    decided_by: DecidedBy = "rule" if use_judge else "evidence"
     if p_unsafe >= model.threshold:
         unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
         return Decision(unsafe, p_unsafe, decided_by)
