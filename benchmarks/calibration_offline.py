@@ -21,11 +21,11 @@ from pathlib import Path
 
 from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
 
-from vista_dspy.calibration import LABELS, OBJECTIVES, UNSAFE, decisions, fit
 from vista_dspy.data import PARTS, load_dialogues, part_of
-from vista_dspy.gate import PairedTest
-from vista_dspy.probing import claim_scores, cross_fitted, decision_right, folds, probes_of, turn_accuracy
-from vista_dspy.runner import VERDICTS, read_verdicts
+from vista_dspy.optimize.calibration import LABELS, OBJECTIVES, UNSAFE, decisions, fit
+from vista_dspy.optimize.gate import PairedTest
+from vista_dspy.optimize.probing import claim_scores, cross_fitted, decision_right, folds, probes_of, turn_accuracy
+from vista_dspy.run.runner import VERDICTS, read_verdicts
 
 
 def unsafe_auc(probes) -> float:

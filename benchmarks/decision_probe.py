@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 from vista_dspy import Vista
-from vista_dspy.clients import use_cache_for
 from vista_dspy.data import load_dialogues
-from vista_dspy.local import EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
-from vista_dspy.runner import Threads, evaluate
+from vista_dspy.lm.clients.cache import use_cache_for
+from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
+from vista_dspy.lm.weights import EMBEDDED
+from vista_dspy.run.runner import Threads, evaluate
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
 # Both passes ask Categorize only about the claims Verify did not verify, as the seed and a program with a rule ask

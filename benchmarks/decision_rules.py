@@ -30,12 +30,12 @@ from pathlib import Path
 
 from decision_probe import DEFAULT_DATA, probe_dir  # noqa: E402 (this folder)
 
-from vista_dspy.calibration import ClaimProbe, decisions, fit
 from vista_dspy.data import load_dialogues, part_of
-from vista_dspy.gate import PairedTest
-from vista_dspy.local import EMBEDDED
-from vista_dspy.probing import claim_scores, folds
-from vista_dspy.rule_fitting import (
+from vista_dspy.lm.weights import EMBEDDED
+from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
+from vista_dspy.optimize.gate import PairedTest
+from vista_dspy.optimize.probing import claim_scores, folds
+from vista_dspy.optimize.rule_fitting import (
     CUES,
     TurnDecision,
     TurnRows,
@@ -49,9 +49,9 @@ from vista_dspy.rule_fitting import (
     turns_of,
     with_cascade,
 )
-from vista_dspy.runner import VERDICTS, read_verdicts
-from vista_dspy.scoring import turn_label
+from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Category
+from vista_dspy.scoring import turn_label
 
 
 def calibrated(turns: list[TurnRows], fitted_on: list[TurnRows]) -> list[TurnDecision]:

@@ -36,8 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import FakeOpenAIServer  # noqa: E402
-
-from vista_dspy.outdir import DAMAGED, VERDICTS  # noqa: E402
+from vista_dspy.run.outdir import DAMAGED, VERDICTS  # noqa: E402
 
 ROWS: list[dict] = []
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vista_dspy.data import load_dialogues
 from vista_dspy.grounding import split_grounded
-from vista_dspy.runner import VERDICTS, read_verdicts
+from vista_dspy.run.runner import VERDICTS, read_verdicts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
 

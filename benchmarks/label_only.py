@@ -20,13 +20,14 @@ from pathlib import Path
 from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
 
 from vista_dspy import Vista
-from vista_dspy.calibration import OBJECTIVES
-from vista_dspy.clients import use_cache_for
 from vista_dspy.data import PARTS, load_dialogues, part_of
-from vista_dspy.gate import PairedTest
-from vista_dspy.local import EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
-from vista_dspy.probing import claim_scores, cross_fitted, decision_right, folds, probes_of
-from vista_dspy.runner import Threads, evaluate
+from vista_dspy.lm.clients.cache import use_cache_for
+from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
+from vista_dspy.lm.weights import EMBEDDED
+from vista_dspy.optimize.calibration import OBJECTIVES
+from vista_dspy.optimize.gate import PairedTest
+from vista_dspy.optimize.probing import claim_scores, cross_fitted, decision_right, folds, probes_of
+from vista_dspy.run.runner import Threads, evaluate
 
 
 def main() -> int:

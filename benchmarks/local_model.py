@@ -25,16 +25,11 @@ import dspy
 
 from vista_dspy import Vista
 from vista_dspy.data import PARTS, load_dialogues, part_of
-from vista_dspy.local import (
-    LOCAL_SHORT_ANSWER_TOKENS,
-    LocalServer,
-    ServerSettings,
-    local_model_config,
-    resolve_gguf,
-)
+from vista_dspy.lm.clients.cache import use_cache_for
+from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config
+from vista_dspy.lm.weights import resolve_gguf
 from vista_dspy.metrics import decomposition_agreement, mcnemar_exact, paired_f1_difference
-from vista_dspy.clients import use_cache_for
-from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"

@@ -33,18 +33,12 @@ import dspy
 from local_model import DEFAULT_DATA, first_judged_turns  # noqa: E402 (this folder)
 
 from vista_dspy import Vista
-from vista_dspy.clients import use_cache_for
 from vista_dspy.data import load_dialogues
-from vista_dspy.local import (
-    GGUFS,
-    LOCAL_SHORT_ANSWER_TOKENS,
-    LocalServer,
-    ServerSettings,
-    local_model_config,
-    resolve_gguf,
-)
+from vista_dspy.lm.clients.cache import use_cache_for
+from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config
+from vista_dspy.lm.weights import GGUFS, resolve_gguf
 from vista_dspy.metrics import decomposition_agreement, mcnemar_exact
-from vista_dspy.runner import VERDICTS, evaluate, local_backend, read_verdicts
+from vista_dspy.run.runner import VERDICTS, evaluate, local_backend, read_verdicts
 from vista_dspy.scoring import summarize
 
 

@@ -20,8 +20,9 @@ from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
 
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
-from vista_dspy.local import EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
-from vista_dspy.runner import Threads, evaluate
+from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
+from vista_dspy.lm.weights import EMBEDDED
+from vista_dspy.run.runner import Threads, evaluate
 
 
 def main() -> int:

@@ -24,12 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import FakeOpenAIServer  # noqa: E402
-
 from vista_dspy import Category  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.models import ModelConfig  # noqa: E402
+from vista_dspy.lm.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts  # noqa: E402
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts  # noqa: E402
 from vista_dspy.stages import CallFailures, EndpointDown  # noqa: E402
 
 FAULT_MIXES = {

@@ -27,9 +27,9 @@ import dspy  # noqa: E402
 from throughput import DEV, fake_server  # noqa: E402
 
 from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.models import ModelConfig  # noqa: E402
+from vista_dspy.lm.models import ModelConfig  # noqa: E402
 from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import Threads, evaluate  # noqa: E402
+from vista_dspy.run.runner import Threads, evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    from vista_dspy.distributed import RayBackend
+    from vista_dspy.run.distributed import RayBackend
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     dialogues = load_dialogues(DEV)[: args.dialogues]

@@ -12,7 +12,7 @@ shift $(( $# < 2 ? $# : 2 ))
 here=$(cd "$(dirname "$0")" && pwd)
 gguf=()
 if [ "$size" = "0.5b" ]; then
-  gguf=(--gguf "$(python -c 'from vista_dspy.local import GGUFS, resolve_gguf; print(resolve_gguf(spec=GGUFS["0.5b"]))')")
+  gguf=(--gguf "$(python -c 'from vista_dspy.lm.weights import GGUFS, resolve_gguf; print(resolve_gguf(spec=GGUFS["0.5b"]))')")
 fi
 vista study --model local "${gguf[@]}" --trials "$trials" --storage "sqlite:///$here/studies/local-$size.db" \
     --study-name "local-$size" --report "$here/studies/local-$size.html" "$@"

@@ -32,14 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
 
 import dspy  # noqa: E402
-
-from vista_dspy.bench import ABLATIONS  # noqa: E402
-from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.models import ModelConfig  # noqa: E402
-from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.runner import Threads, dialogues_for, evaluate, local_backend  # noqa: E402
-
 from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
+
+from vista_dspy.data import load_dialogues  # noqa: E402
+from vista_dspy.experiments.bench import ABLATIONS  # noqa: E402
+from vista_dspy.lm.models import ModelConfig  # noqa: E402
+from vista_dspy.program import Vista  # noqa: E402
+from vista_dspy.run.runner import Threads, dialogues_for, evaluate, local_backend  # noqa: E402
 
 # Judging modes: per-claim judging with per-turn Decompose (the paper's method) and `vista benchmark`'s mode ablations.
 MODES = {"per-claim": {"claim_calls": "per-claim", "decompose_calls": "per-turn"},
@@ -109,7 +108,8 @@ def fake_part(dialogues, latency: float, concurrency: int) -> None:
 
 
 def local_part(dialogues, turns: int) -> None:
-    from vista_dspy.local import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config, resolve_gguf
+    from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config
+    from vista_dspy.lm.weights import resolve_gguf
 
     chosen = first_judged_turns(dialogues, turns)
     settings = ServerSettings(gguf=resolve_gguf(None))

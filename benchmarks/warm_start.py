@@ -66,7 +66,7 @@ def main() -> int:
     parser.add_argument("--model", default="local")
     args = parser.parse_args()
 
-    from vista_dspy.local import models_dir
+    from vista_dspy.lm.weights import models_dir
 
     cache = Path(tempfile.mkdtemp(prefix="vista-warm-"))
     env = {**os.environ, "VISTA_CACHE_DIR": str(cache), "VISTA_MODELS_DIR": str(models_dir())}

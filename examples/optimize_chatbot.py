@@ -23,8 +23,8 @@ import dspy
 
 from vista_dspy import VistaMetric
 from vista_dspy.data import load_dialogues
-from vista_dspy.judge_metric import JudgeEndpointDown
 from vista_dspy.prompts import render_history
+from vista_dspy.run.judge_metric import JudgeEndpointDown
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
 
@@ -60,7 +60,7 @@ def examples(dialogues) -> list[dspy.Example]:
 
 
 def build_lm(model: str, api_base: str | None) -> dspy.BaseLM:
-    from vista_dspy.models import MODELS, ModelConfig
+    from vista_dspy.lm.models import MODELS, ModelConfig
 
     config = MODELS[model].config(api_base=api_base) if model in MODELS else ModelConfig(model=model, api_base=api_base)
     return config.build()

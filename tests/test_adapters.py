@@ -4,7 +4,7 @@ import dspy
 import pytest
 
 from vista_dspy import Vista
-from vista_dspy.clients import build_adapter
+from vista_dspy.lm.clients.adapters import build_adapter
 from vista_dspy.prompts import batch_demos
 from vista_dspy.signatures import CategorizedClaim, VerifiedClaim, batched, with_history, with_reasoning
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import dspy
 import pandas as pd
 import pytest
+from conftest import SHARED_DATA
 from typer.testing import CliRunner
 
-from conftest import SHARED_DATA
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
-from vista_dspy.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
 from vista_dspy.cli import app
+from vista_dspy.experiments.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
+from vista_dspy.experiments.report import build_report, screenshot
+from vista_dspy.experiments.tables import abstention_table, accuracy_table, contradiction_table, markdown
 from vista_dspy.program import Vista
-from vista_dspy.report import build_report, screenshot
-from vista_dspy.runner import Threads
-from vista_dspy.tables import abstention_table, accuracy_table, contradiction_table, markdown
+from vista_dspy.run.runner import Threads
 
 runner = CliRunner()
 
@@ -175,7 +175,7 @@ def test_report_renders_in_headless_chromium(tmp_path, data_dir):
 
 def test_report_shows_dropped_claims_empty_decompositions_and_passages(tmp_path, dev_file):
     from vista_dspy.data import load_dialogues
-    from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts, write_verdicts
+    from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts, write_verdicts
 
     out = tmp_path / "run"
     dialogue = load_dialogues(dev_file)[0]

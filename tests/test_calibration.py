@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 from vista_dspy import Category, Vista
-from vista_dspy.calibration import ClaimProbe, decisions, fit
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
 from vista_dspy.label_probabilities import label_distribution, label_distributions
-from vista_dspy.models import ModelConfig
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
 from vista_dspy.signatures import VERIFY_LABEL
 
 LABELS = ("VERIFIED", "UNVERIFIABLE")
@@ -156,7 +156,7 @@ def test_an_endpoint_without_log_probabilities_leaves_judging_unchanged():
 
 # ---- choosing on claims ------------------------------------------------------------------------------------------
 def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatch, dev_file):
-    from vista_dspy import choosing
+    from vista_dspy.optimize import choosing
 
     train = [d for d in load_dialogues(dev_file) if d.judged_turns][:8]
     owner = {c.text: d.id for d in train for i in d.judged_turns for c in (d.turns[i].gold.claims or [])}
@@ -190,7 +190,7 @@ def test_cross_fitting_never_shows_a_dialogue_its_own_claims_as_demos(monkeypatc
 
 
 def test_the_claims_optimizer_chooses_demos_and_the_judging_mode(tmp_path, dev_file):
-    from vista_dspy.optimize import compile_program
+    from vista_dspy.optimize.compile import compile_program
 
     dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
     with FakeOpenAIServer() as server:

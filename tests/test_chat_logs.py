@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from fakes import FakeOpenAIServer
 from vista_dspy.cli import app
 from vista_dspy.data import InputError, load_dialogues
-from vista_dspy.runner import VERDICTS, read_verdicts
+from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Grounding
 
 CAPITAL, HILLS = "Lisbon is the capital of Portugal.", "Lisbon has seven hills."

@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from fakes import FakeOpenAIServer
 from vista_dspy.cli import app
-from vista_dspy.judge_metric import VistaMetric
-from vista_dspy.models import ModelConfig
-from vista_dspy.testing import assert_faithful, shortfalls
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.run.judge_metric import VistaMetric
+from vista_dspy.run.testing import assert_faithful, shortfalls
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 # Two judged turns: two VERIFIED claims (faithful), then one VERIFIED and one LACKING EVIDENCE (hallucinated):

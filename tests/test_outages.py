@@ -10,9 +10,9 @@ import pytest
 from fakes import FakeOpenAIServer
 from vista_dspy import Category
 from vista_dspy.data import load_dialogues
-from vista_dspy.models import ModelConfig
+from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, Threads, evaluate, has_failures, local_backend, read_verdicts
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, has_failures, local_backend, read_verdicts
 from vista_dspy.stages import CallFailures, EndpointDown
 
 DRIVERS = {"threads": {"threads": 4}, "asyncio": {"threads": 4, "concurrency": 4}}
@@ -155,7 +155,7 @@ def test_the_cli_exits_1_on_an_outage_and_resumes(tmp_path, dev_file):
 
 
 def test_an_embedded_server_that_dies_mid_run_is_named(tmp_path):
-    from vista_dspy.local import LocalServer, LocalServerError, ServerSettings
+    from vista_dspy.lm.server import LocalServer, LocalServerError, ServerSettings
 
     server = LocalServer(ServerSettings(gguf=tmp_path / "model.gguf"), log=tmp_path / "server.log")
     server.process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(9)"])

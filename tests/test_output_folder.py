@@ -14,12 +14,12 @@ import pytest
 
 from fakes import FakeOpenAIServer, rule_lm
 from helpers import assistant, dialogue, user
-from vista_dspy.compiled import StaleMeta, read_program
+from vista_dspy.compiled.files import StaleMeta, read_program
 from vista_dspy.data import InputError, load_dialogues
-from vista_dspy.models import ModelConfig
-from vista_dspy.outdir import DAMAGED, LOCK, FolderBusy, OutputFolder
+from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
+from vista_dspy.run.outdir import DAMAGED, LOCK, FolderBusy, OutputFolder
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
 
 
 def command(dev_file, server, out, *extra, limit=6):
@@ -189,7 +189,7 @@ def test_a_document_longer_than_the_context_fails_its_turn_alone(model):
 
 
 def test_a_damaged_run_json_is_named(tmp_path, dev_file):
-    from vista_dspy.runner import RunConflict
+    from vista_dspy.run.runner import RunConflict
 
     (tmp_path / "run.json").write_text('{"program": "se')
     with pytest.raises(RunConflict, match=r"run.json: not a run's settings .*--overwrite"):

@@ -366,7 +366,7 @@ def test_chain_of_thought_per_stage_adds_reasoning_and_keeps_verdicts():
 
 
 def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
-    from vista_dspy.clients import PRIORITY, RequestSlots
+    from vista_dspy.lm.clients.slots import PRIORITY, RequestSlots
 
     order = []
 
@@ -395,8 +395,8 @@ def test_request_slots_bound_requests_and_serve_the_lowest_priority_first():
 
 
 def test_a_request_slot_is_held_once_per_task_and_by_the_engine_when_it_takes_them():
-    from vista_dspy.clients import IN_FLIGHT, RequestSlots, request_slot
-    from vista_dspy.models import ModelConfig
+    from vista_dspy.lm.clients.slots import IN_FLIGHT, RequestSlots, request_slot
+    from vista_dspy.lm.models import ModelConfig
 
     native = ModelConfig("hosted_vllm/fake", api_base="http://127.0.0.1:9/v1").build()
     litellm = ModelConfig("openai/fake", api_base="http://127.0.0.1:9/v1").build()

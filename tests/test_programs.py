@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 from vista_dspy import DecisionRule, JudgeOptions, Vista
-from vista_dspy.bench import ABLATIONS, Plan, build_system, run_benchmark
 from vista_dspy.cli import app
-from vista_dspy.compiled import read_program
+from vista_dspy.compiled.files import read_program
 from vista_dspy.data import load_dialogues
-from vista_dspy.gate import Gate, PairedTest
-from vista_dspy.models import ModelConfig
+from vista_dspy.experiments.bench import ABLATIONS, Plan, build_system, run_benchmark
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.optimize.gate import Gate, PairedTest
 from vista_dspy.options import FLAG_NAMES, NOT_SAVED, from_flags
-from vista_dspy.runner import LATER_SETTINGS, RENAMED_SETTINGS, Concurrent, RunConflict, Threads, evaluate
+from vista_dspy.run.runner import LATER_SETTINGS, RENAMED_SETTINGS, Concurrent, RunConflict, Threads, evaluate
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 DLG = dialogue(user("Tell me about Lisbon."), assistant("Lisbon is the capital of Portugal. Lisbon has ten hills.", DOC))
@@ -124,7 +124,7 @@ def test_vista_benchmark_applies_a_programs_saved_options(tmp_path, dev_file):
 
 
 def test_a_program_compiled_in_batched_mode_is_judged_batched_by_vista_evaluate(tmp_path, dev_file):
-    from vista_dspy.optimize import compile_program, save_compiled
+    from vista_dspy.optimize.compile import compile_program, save_compiled
 
     dialogues = load_dialogues(dev_file)
     base = Vista.from_program(None, claim_calls="batched")
@@ -193,7 +193,7 @@ def test_a_ray_worker_judges_with_the_in_memory_program_it_was_given(tmp_path, d
     ray = pytest.importorskip("ray")
     import os
 
-    from vista_dspy.distributed import RayBackend
+    from vista_dspy.run.distributed import RayBackend
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     dialogues = load_dialogues(dev_file)[:4]

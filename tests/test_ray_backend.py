@@ -11,9 +11,9 @@ import pytest
 
 from fakes import FakeOpenAIServer
 from vista_dspy.data import load_dialogues
-from vista_dspy.models import ModelConfig
+from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
-from vista_dspy.runner import VERDICTS, Threads, evaluate, read_verdicts
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
 pytestmark = pytest.mark.ray
@@ -35,7 +35,7 @@ def comparable(verdicts):
 
 
 def test_ray_gives_the_local_verdicts_and_spreads_endpoints(tmp_path, dev_file, local_ray):
-    from vista_dspy.distributed import RayBackend
+    from vista_dspy.run.distributed import RayBackend
 
     dialogues = load_dialogues(dev_file)[:20]
     program = Vista.from_program(None)
@@ -52,7 +52,7 @@ def test_ray_gives_the_local_verdicts_and_spreads_endpoints(tmp_path, dev_file, 
 
 
 def test_a_killed_worker_is_retried_and_nothing_is_written_twice(tmp_path, dev_file, local_ray):
-    from vista_dspy.distributed import RayBackend
+    from vista_dspy.run.distributed import RayBackend
 
     dialogues = load_dialogues(dev_file)[:20]
     with FakeOpenAIServer(latency=0.05) as server:
@@ -111,7 +111,7 @@ def test_an_unusable_model_on_a_worker_is_the_same_one_line_error_as_locally(tmp
 def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
     import builtins
 
-    from vista_dspy.distributed import BackendUnavailable, import_ray
+    from vista_dspy.run.distributed import BackendUnavailable, import_ray
 
     real_import = builtins.__import__
 
@@ -126,8 +126,8 @@ def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
 
 
 def test_an_outage_stops_a_ray_run_and_the_rerun_completes_it(tmp_path, dev_file, local_ray):
-    from vista_dspy.distributed import RayBackend
-    from vista_dspy.runner import has_failures
+    from vista_dspy.run.distributed import RayBackend
+    from vista_dspy.run.runner import has_failures
     from vista_dspy.stages import EndpointDown
 
     dialogues = load_dialogues(dev_file)[:12]

@@ -12,7 +12,7 @@ from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy import Vista
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
-from vista_dspy.runner import VERDICTS, Concurrent, RunConflict, Threads, evaluate, read_verdicts
+from vista_dspy.run.runner import VERDICTS, Concurrent, RunConflict, Threads, evaluate, read_verdicts
 
 
 def test_threads_give_exactly_the_sequential_verdicts(dev_file):
@@ -136,8 +136,8 @@ def test_cli_end_to_end_over_http(tmp_path, dev_file):
 
 
 def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
-    from vista_dspy.clients import cache_dir_for
-    from vista_dspy.models import ModelConfig
+    from vista_dspy.lm.clients.cache import cache_dir_for
+    from vista_dspy.lm.models import ModelConfig
 
     monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path))
     a = cache_dir_for(ModelConfig("openai/m", api_base="http://a/v1"))
@@ -159,7 +159,7 @@ def ask(lm) -> None:
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])
 def test_self_hosted_servers_are_sent_max_tokens(model):
     """llama.cpp and older vLLM read `max_tokens` only; both ways to name a self-hosted model must send it."""
-    from vista_dspy.models import ModelConfig
+    from vista_dspy.lm.models import ModelConfig
 
     with FakeOpenAIServer() as server:
         lm = ModelConfig(model, api_base=server.url, max_tokens=77, num_retries=0, cache=False).build()
@@ -173,7 +173,7 @@ def test_self_hosted_servers_are_sent_max_tokens(model):
 
 
 def test_registry_open_weight_models_reach_the_server_with_their_options(monkeypatch):
-    from vista_dspy.models import MODELS
+    from vista_dspy.lm.models import MODELS
 
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("VISTA_API_BASE", server.url)
@@ -213,7 +213,7 @@ def test_cli_fewest_calls_mode_over_http_records_its_settings(tmp_path, dev_file
 
 
 def test_claims_frame_has_one_row_per_claim(dev_file):
-    from vista_dspy.report import claims_frame
+    from vista_dspy.experiments.report import claims_frame
 
     dialogues = load_dialogues(dev_file)[:3]
     result = evaluate(dialogues, Vista.from_program(given_claims=True), rule_lm())
@@ -225,7 +225,7 @@ def test_claims_frame_has_one_row_per_claim(dev_file):
 
 @pytest.mark.parametrize("mode,model", [("per-claim", "openai/fake"), ("batched", "hosted_vllm/fake")])
 def test_async_runner_bounds_requests_in_flight_and_matches_threads(tmp_path, dev_file, mode, model):
-    from vista_dspy.models import ModelConfig
+    from vista_dspy.lm.models import ModelConfig
     from vista_dspy.program import Vista
 
     dialogues = load_dialogues(dev_file)[:12]
@@ -261,7 +261,7 @@ def test_cache_dir_option_keeps_lm_answers_there(tmp_path, dev_file, monkeypatch
 
 
 def test_a_program_applies_its_saved_options_unless_a_flag_says_otherwise(tmp_path, dev_file):
-    from vista_dspy.compiled import SEED_PROGRAM, compiled_dir
+    from vista_dspy.compiled.files import SEED_PROGRAM, compiled_dir
 
     program = tmp_path / "tuned.json"
     state = json.loads((compiled_dir() / f"{SEED_PROGRAM}.json").read_text())

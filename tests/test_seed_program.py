@@ -1,7 +1,7 @@
 import json
 
 from vista_dspy import Vista
-from vista_dspy.compiled import compiled_dir
+from vista_dspy.compiled.files import compiled_dir
 from vista_dspy.seed import CATEGORIZE_DEMOS, DECOMPOSE_DEMOS, VERIFY_DEMOS, build_seed_program, seed_path
 
 PREDICTORS = ("decompose", "verify", "categorize", "contradiction")

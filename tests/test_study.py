@@ -9,10 +9,10 @@ import pytest
 
 from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.metrics import decomposition_agreement
-from vista_dspy.optimize import Pool
+from vista_dspy.optimize.demos import Pool
+from vista_dspy.optimize.study import base_params, gate, program_from_params
 from vista_dspy.program import Vista
 from vista_dspy.schema import Category, ClaimVerdict, DialogueVerdict, TurnVerdict
-from vista_dspy.study import base_params, gate, program_from_params
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dial
     import dspy
 
     from fakes import RuleEngine, rule_lm
-    from vista_dspy.study import ONE_FACTOR, run_study
+    from vista_dspy.optimize.study import ONE_FACTOR, run_study
 
     with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
         study, _, base = run_study(dialogues[:6], dialogues[6:8], trials=3)
@@ -110,7 +110,7 @@ def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dial
 
 
 def test_the_changes_that_beat_the_base_alone_are_tried_together():
-    from vista_dspy.study import _combine_one_factor_winners
+    from vista_dspy.optimize.study import _combine_one_factor_winners
 
     State = optuna.trial.TrialState
     study = optuna.create_study(direction="maximize")
@@ -140,7 +140,7 @@ def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path,
     import dspy
 
     from fakes import RuleEngine, rule_lm
-    from vista_dspy.study import run_study
+    from vista_dspy.optimize.study import run_study
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
     with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
@@ -159,7 +159,7 @@ def test_an_interrupted_scoring_is_not_a_score(dialogues):
     import dspy
 
     from fakes import RuleEngine, rule_lm
-    from vista_dspy.optimize import score
+    from vista_dspy.optimize.dev_score import score
 
     def interrupt(message):
         raise KeyboardInterrupt  # Ctrl-C after the first dev dialogue

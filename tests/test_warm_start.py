@@ -11,8 +11,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from vista_dspy import local
-from vista_dspy.warm_start import WarmStart, max_bytes, prune, server_key, slot_file
+from vista_dspy.lm.server import LocalServer, ServerSettings, is_healthy
+from vista_dspy.lm.warm_start import WarmStart, max_bytes, prune, server_key, slot_file
+from vista_dspy.lm.weights import ModelNotFound, gguf_sha256, resolve_gguf
 
 ARITHMETIC = {"threads": 2, "slots": 4, "ctx_per_slot": 8192, "kv_unified": False}
 
@@ -33,16 +34,16 @@ def test_the_key_changes_with_the_weights_the_build_and_the_arithmetic_settings(
 def test_the_server_settings_that_change_a_cached_state_are_in_its_key(tmp_path):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    settings = local.ServerSettings(gguf=gguf, threads=2)
-    same_arithmetic = local.ServerSettings(gguf=gguf, threads=2, port=9999, poll=50)  # port and polling do not count
+    settings = ServerSettings(gguf=gguf, threads=2)
+    same_arithmetic = ServerSettings(gguf=gguf, threads=2, port=9999, poll=50)  # port and polling do not count
     assert settings.arithmetic() == same_arithmetic.arithmetic()
-    for other in (local.ServerSettings(gguf=gguf, threads=1), local.ServerSettings(gguf=gguf, threads=2, slots=3),
-                  local.ServerSettings(gguf=gguf, threads=2, speculative="ngram-mod")):
+    for other in (ServerSettings(gguf=gguf, threads=1), ServerSettings(gguf=gguf, threads=2, slots=3),
+                  ServerSettings(gguf=gguf, threads=2, speculative="ngram-mod")):
         assert other.arithmetic() != settings.arithmetic()
     # The model file's hash is computed once and remembered beside it; a changed file is hashed again.
-    first = local.gguf_sha256(gguf)
+    first = gguf_sha256(gguf)
     gguf.write_bytes(b"GGUF2")
-    assert local.gguf_sha256(gguf) != first
+    assert gguf_sha256(gguf) != first
 
 
 class SlotServer:
@@ -170,8 +171,8 @@ def test_the_real_server_restores_what_it_saved_and_answers_the_same(tmp_path, m
     from test_local_model import _free_port
 
     try:
-        gguf = local.resolve_gguf(allow_download=False)
-    except local.ModelNotFound as exc:
+        gguf = resolve_gguf(allow_download=False)
+    except ModelNotFound as exc:
         pytest.skip(str(exc))
     monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("VISTA_MODELS_DIR", str(gguf.parent))
@@ -187,8 +188,8 @@ def test_the_real_server_restores_what_it_saved_and_answers_the_same(tmp_path, m
         return answer["choices"][0]["message"]["content"], answer["timings"]["prompt_n"]
 
     def server():
-        started = local.LocalServer(local.ServerSettings(gguf=gguf, port=_free_port(), slots=2, ctx_per_slot=2048),
-                                    warm_start=True, log=tmp_path / "server.log")
+        started = LocalServer(ServerSettings(gguf=gguf, port=_free_port(), slots=2, ctx_per_slot=2048),
+                              warm_start=True, log=tmp_path / "server.log")
         started.program_key = "prog"
         return started
 
@@ -202,7 +203,7 @@ def test_the_real_server_restores_what_it_saved_and_answers_the_same(tmp_path, m
     with server() as second:
         assert second.restored == [used]
         warm, read_warm = ask(second.settings.port)
-        assert local.is_healthy(second.settings.port)
+        assert is_healthy(second.settings.port)
     assert warm == cold
     assert read_warm < read_cold / 10  # the restored slot served the prompt's prefix
     assert not damaged.exists()
@@ -210,10 +211,10 @@ def test_the_real_server_restores_what_it_saved_and_answers_the_same(tmp_path, m
 
 def test_a_command_keys_the_warm_start_by_its_program(tmp_path):
     from vista_dspy.cli.common import ModelSetup
-    from vista_dspy.models import ModelConfig
+    from vista_dspy.lm.models import ModelConfig
     from vista_dspy.program import Vista
 
-    server = local.LocalServer(local.ServerSettings(gguf=tmp_path / "m.gguf"), warm_start=True)
+    server = LocalServer(ServerSettings(gguf=tmp_path / "m.gguf"), warm_start=True)
     setup = ModelSetup(ModelConfig(model="openai/local"), server, threads=1, short_answer_tokens=None)
     seed, batched = Vista.from_program(None), Vista.from_program(None, claim_calls="batched")
     setup.judging_with(seed)

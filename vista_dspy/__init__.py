@@ -1,39 +1,26 @@
-"""vista-dspy: VISTA (Verification In Sequential Turn-based Assessment) as a compiled DSPy program."""
+"""vista-dspy: VISTA (Verification In Sequential Turn-based Assessment) as a compiled DSPy program.
+
+The method is at the package root, readable top to bottom as the paper's algorithm (``schema``, ``options``,
+``signatures``, ``program``, ``stages``, ``batching``, ``prompts``, ``grounding``, ``evidence``, ``decision``,
+``scoring``, ``metrics``, ``seed``, ``baselines``); the folders hold the rest: ``data/`` (loaders), ``compiled/``
+(program files), ``lm/`` (models, clients, the embedded server), ``optimize/`` (choosing a program), ``run/``
+(batch runs, VISTA as a metric or a test assertion), ``experiments/`` (benchmarks, tables, reports) and ``cli/``.
+Names below load their module on first use, so the typed records import without DSPy.
+"""
 
 import os
+
+from .lazy import exports
 
 # litellm otherwise fetches a price table from the network on first use (5 s time-outs offline).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from .decision import DecisionRule  # noqa: E402
-from .judge_metric import VistaMetric  # noqa: E402
-from .options import JudgeOptions  # noqa: E402
-from .program import Vista  # noqa: E402
-from .schema import (  # noqa: E402
-    Category,
-    ClaimVerdict,
-    Dialogue,
-    DialogueVerdict,
-    GoldClaim,
-    Grounding,
-    Turn,
-    TurnGold,
-    TurnVerdict,
-)
-
-__all__ = [
-    "Category",
-    "ClaimVerdict",
-    "DecisionRule",
-    "Dialogue",
-    "DialogueVerdict",
-    "GoldClaim",
-    "Grounding",
-    "JudgeOptions",
-    "Turn",
-    "TurnGold",
-    "TurnVerdict",
-    "Vista",
-    "VistaMetric",
-]
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "decision": ("DecisionRule",),
+    "options": ("JudgeOptions",),
+    "program": ("Vista",),
+    "run.judge_metric": ("VistaMetric",),
+    "schema": ("Category", "ClaimVerdict", "Dialogue", "DialogueVerdict", "GoldClaim", "Grounding", "Turn",
+               "TurnGold", "TurnVerdict"),
+})
 __version__ = "0.1.0"

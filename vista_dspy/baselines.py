@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Generator
 from typing import Any
@@ -152,28 +151,3 @@ SYSTEMS = {
     "factscore-nosplit": lambda **kw: FActScore(split_sentences=False, **kw),
     "judge": lambda **kw: LLMJudge(**kw),
 }
-
-
-def judge_spec(judge: StagedModule) -> dict[str, Any]:
-    """What rebuilds ``judge`` in another process (a Ray worker), as JSON: its class and options, and a VISTA
-    judge's whole program (demos, instructions, options, calibration) -- not its name, so that an unsaved program
-    (a study's trial) is judged as it is in memory. No LM, no key."""
-    from .program import Vista
-
-    if isinstance(judge, Vista):
-        return {"kind": "Vista", "program": dataclasses.asdict(judge.program_file()),
-                "options": judge.option_values()}
-    return {"kind": type(judge).__name__, "options": judge.option_values()}
-
-
-def build_judge(spec: dict[str, Any]) -> StagedModule:
-    """The judge a ``judge_spec`` describes."""
-    from .compiled import ProgramFile
-    from .program import Vista
-
-    if spec["kind"] == "Vista":
-        return Vista.from_program(ProgramFile(**spec["program"]), **spec["options"])
-    kinds: dict[str, type[StagedModule]] = {"FActScore": FActScore, "LLMJudge": LLMJudge}
-    if spec["kind"] not in kinds:
-        raise ValueError(f"unknown judge kind {spec['kind']!r}")
-    return kinds[spec["kind"]](**spec["options"])

@@ -21,7 +21,7 @@ from dspy.utils.saving import get_dependency_versions
 
 from . import batching, scoring
 from .batching import Question
-from .compiled import ProgramFile, content_hash, program_for_model, read_program, write_program
+from .compiled.files import ProgramFile, content_hash, read_program, write_program
 from .decision import Decision, DecisionRule, by_evidence, decide
 from .evidence import describe, evidence_of
 from .grounding import says_something, split_grounded
@@ -128,7 +128,10 @@ class Vista(StagedModule):
 
     @classmethod
     def for_model(cls, model: str | None, **changes: Any) -> Vista:
-        """The program `vista evaluate --model M` judges with: compiled/<M>.json when it exists, else the seed."""
+        """The program `vista evaluate --model M` judges with: compiled/<M>.json when it exists, else the seed.
+        (The one place the method meets the model registry: a model string names its program.)"""
+        from .lm.models import program_for_model
+
         return cls.from_program(program_for_model(model), **changes)
 
     def program_file(self, name: str | None = None) -> ProgramFile:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dspy
 
-from .compiled import SEED_PROGRAM, compiled_dir
+from .compiled.files import SEED_PROGRAM, compiled_dir
 from .program import Vista
 from .signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
 

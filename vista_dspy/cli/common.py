@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..local import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS
+from ..lm.server import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS
 from ..options import CLAIM_CALLS, DECOMPOSE_CALLS
 
 if TYPE_CHECKING:
-    from ..distributed import RayBackend
-    from ..models import ModelConfig
+    from ..lm.models import ModelConfig
+    from ..run.distributed import RayBackend
 
 err = Console(stderr=True)
 
@@ -116,10 +116,10 @@ def run_errors(*input_errors: type[Exception]):
     from dspy.utils.exceptions import LMError
 
     from ..data import InputError
-    from ..distributed import BackendUnavailable
-    from ..local import LocalServerError
-    from ..outdir import FolderBusy, OutputUnwritable
-    from ..runner import RunConflict
+    from ..lm.server import LocalServerError
+    from ..run.distributed import BackendUnavailable
+    from ..run.outdir import FolderBusy, OutputUnwritable
+    from ..run.runner import RunConflict
     from ..stages import EndpointDown
 
     try:
@@ -157,9 +157,10 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
                 cache: bool = True, adapter: Adapter | None = None) -> ModelSetup:
     """The LM to judge with: the embedded local model (started on demand), a short name of the paper's models
     (`vista models`), or any DSPy/litellm model string. A model that cannot be set up exits 2 with the reason."""
-    from .. import warm_start
-    from ..local import EMBEDDED, LocalServer, ModelNotFound, embedded_settings, local_model_config
-    from ..models import MODELS, ModelConfig, gives_logprobs
+    from ..lm import warm_start
+    from ..lm.models import MODELS, ModelConfig, gives_logprobs
+    from ..lm.server import LocalServer, embedded_settings, local_model_config
+    from ..lm.weights import EMBEDDED, ModelNotFound
 
     api_base = api_base.split(",")[0].strip() if api_base else None  # several: spread by --backend ray
     try:
@@ -209,10 +210,10 @@ def judge_backend(backend: Backend, config: ModelConfig, lm_setup: ModelSetup, *
                   concurrency: int | None = None):
     """Where a command's dialogues are judged: a Ray cluster (``--backend ray``; endpoints from a comma-separated
     --api-base), asyncio with at most ``concurrency`` requests in flight, or threads."""
-    from ..runner import local_backend
+    from ..run.runner import local_backend
 
     if backend is Backend.ray:
-        from ..distributed import RayBackend
+        from ..run.distributed import RayBackend
 
         bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
         return RayBackend(config, workers=workers, address=address, api_bases=bases)

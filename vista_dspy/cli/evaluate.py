@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..local import DEFAULT_PORT
+from ..lm.server import DEFAULT_PORT
 from ..options import JudgeOptions, from_flags
 from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
@@ -37,17 +37,17 @@ from .common import (
     System,
     TemperatureOption,
     WorkersOption,
-    evidence_only_notice,
     describe_judge,
-    with_program_adapter,
     err,
+    evidence_only_notice,
     fail,
     judge_backend,
     model_setup,
     progress_bar,
-    without_call_history,
     run_errors,
     slug,
+    with_program_adapter,
+    without_call_history,
 )
 
 # ---- evaluate's own options ---------------------------------------------------------------------------------
@@ -127,6 +127,7 @@ FailUnderFaithfulOption = Annotated[Optional[float], typer.Option(
                            "turn is not faithful) is below this.", show_default=False)]
 
 
+# Over 80 lines only for its signature: typer declares each flag in it (42 lines); the body is 44.
 @app.command()
 def evaluate(
     input: InputArgument,
@@ -171,9 +172,9 @@ def evaluate(
     fail_under_faithful: FailUnderFaithfulOption = None,
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
-    from ..clients import use_cache_for
-    from ..runner import run_settings
-    from ..runner import evaluate as run_evaluation
+    from ..lm.clients.cache import use_cache_for
+    from ..run.runner import evaluate as run_evaluation
+    from ..run.runner import run_settings
     from ..stages import CallFailures
 
     console = Console(stderr=json_summary)
@@ -219,7 +220,7 @@ def evaluate(
 
 def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | None) -> None:
     """Exit 1 with one line when the run misses a threshold of the CI gate."""
-    from ..testing import shortfalls
+    from ..run.testing import shortfalls
 
     missed = shortfalls(summary, min_score=fail_under, min_faithful=fail_under_faithful)
     flags = {"min_score": "--fail-under", "min_faithful": "--fail-under-faithful"}
@@ -231,8 +232,8 @@ def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | 
 
 def _show(console: Console, result, out: Path, *, show_claims: bool | None, json_summary: bool) -> None:
     """The run's verdicts (when few, or asked for) and summary; exit 130 if it was interrupted."""
-    from ..report import print_summary, print_verdict
-    from ..runner import DAMAGED, SUMMARY, VERDICTS
+    from ..experiments.report import print_summary, print_verdict
+    from ..run.runner import DAMAGED, SUMMARY, VERDICTS
 
     if result.set_aside:
         err.print(f"set aside: {result.set_aside} damaged lines of {out / VERDICTS} (not a dialogue verdict) were "
@@ -276,11 +277,12 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
     """VISTA with its program, its saved options and the flags given (which win), or a baseline; exits 2 when the
     program cannot be loaded or the flags do not go together."""
     from ..baselines import SYSTEMS
-    from ..compiled import StaleMeta, program_for_model, read_program
+    from ..compiled.files import StaleMeta, read_program
+    from ..lm.models import program_for_model
 
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
     if system is System.evidence:
-        from ..bench import build_system
+        from ..experiments.bench import build_system
 
         try:
             return build_system("evidence", program=program or program_for_model(model), changes=flags, **endpoint)

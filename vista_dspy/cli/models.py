@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..local import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, SPECULATIVE
+from ..lm.server import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, SPECULATIVE
 from .app import app
 from .common import err, fail
 
@@ -26,9 +26,9 @@ def models(
     what they need, whether they can be used now, and whether a compiled program ships for them."""
     from rich.table import Table
 
-    from ..compiled import compiled_dir, read_program
-    from ..local import GGUFS, ModelNotFound, resolve_gguf
-    from ..models import MODELS, OPEN_WEIGHTS_NOTE
+    from ..compiled.files import compiled_dir, read_program
+    from ..lm.models import MODELS, OPEN_WEIGHTS_NOTE
+    from ..lm.weights import GGUFS, ModelNotFound, resolve_gguf
 
     table = Table(title="models (vista evaluate --model NAME)", title_justify="left")
     for column in ("name", "model string", "needs", "usable now", "compiled program"):
@@ -112,7 +112,8 @@ def serve(
 
     Point `vista evaluate --model local --port PORT` (reused) or any OpenAI client (model name `local`) at it.
     """
-    from ..local import ModelNotFound, ServerSettings, port_in_use, resolve_gguf, serve_forever
+    from ..lm.server import ServerSettings, port_in_use, serve_forever
+    from ..lm.weights import ModelNotFound, resolve_gguf
 
     try:
         settings = ServerSettings(gguf=resolve_gguf(gguf), port=port, threads=threads, slots=slots, ctx_per_slot=ctx,

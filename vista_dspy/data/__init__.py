@@ -5,24 +5,13 @@ input as an ``InputError`` that names the file, the record and the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from ..schema import Dialogue
+from .errors import InputError
 from .loading import PARTS, part_of, sample, split
-from .readers import InputError, read_json
-
-# A loader takes the path and, for whole-file JSON formats, the already parsed content (or None).
-Loader = Callable[..., list[Dialogue]]
-LOADERS: dict[str, Loader] = {}
-
-
-def register(name: str) -> Callable[[Loader], Loader]:
-    def add(loader: Loader) -> Loader:
-        LOADERS[name] = loader
-        return loader
-
-    return add
+from .readers import read_json
+from .registry import LOADERS, Loader, register
 
 
 def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue]:

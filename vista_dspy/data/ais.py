@@ -8,16 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish, gold
-from .readers import (
-    CSV,
-    InputError,
-    existing_file,
-    read_json,
-    read_table,
-    under,
-)
+from .readers import CSV, existing_file, read_json, read_table, under
+from .registry import register
 
 WOW_ENV = "VISTA_WOW_TEST"
 WOW_FILE = "test_random_split.json"

@@ -6,14 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish, gold
-from .readers import (
-    TSV,
-    InputError,
-    read_table,
-    under,
-)
+from .readers import TSV, read_table, under
+from .registry import register
 
 BEGIN_COLUMNS = ("model_name", "data_source", "knowledge", "message", "response", "begin_label")
 BEGIN_LABELS = {"fully attributable": False, "not fully attributable": True}

@@ -36,15 +36,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..schema import Dialogue
-from . import LOADERS
 from .ais import WOW_ENV, WOW_FILE, load_ais
 from .begin import load_begin
 from .coconot import load_coconot
+from .errors import InputError
 from .fade import load_fade
 from .faithdial import FAITHDIAL_HUB, load_faithdial
 from .faithdial_audit import audit_label, load_faithdial_audit
 from .loading import LoadReport, check_unique, last_report, sample, split
-from .readers import InputError, validation_message
+from .readers import validation_message
+from .registry import LOADERS
 from .rgm import load_rgm_contradictions
 
 BENCHMARKS = ("begin", "fade", "faithdial", "faithdial-audit", "coconot", "rgm-contradictions", "ais")

@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..schema import Dialogue, Grounding, Turn, TurnGold
-from . import register
-from .readers import InputError, check_length, parse_jsonl, read_text, validation_message
-from .vista import label_field
+from .errors import InputError
+from .readers import check_length, label_field, parse_jsonl, read_text, validation_message
+from .registry import register
 
 CONVERSATION_KEYS = ("messages", "turns")
 EVIDENCE_FIELDS = ("retrieval_context", "retrieved_contexts", "context")

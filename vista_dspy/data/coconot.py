@@ -6,13 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn, TurnGold
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish
-from .readers import (
-    InputError,
-    field_value,
-    read_objects,
-)
+from .readers import field_value, read_objects
+from .registry import register
 
 COCONOT_REFUSALS = "legacy_commit_3206be6/data/coconot_evaluation.jsonl"
 COCONOT_COMPLIANT = "data/coconot_pref.jsonl"

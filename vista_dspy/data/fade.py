@@ -6,16 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish, gold
-from .readers import (
-    CSV,
-    InputError,
-    as_int,
-    literal,
-    read_table,
-    under,
-)
+from .readers import CSV, as_int, literal, read_table, under
+from .registry import register
 
 FADE_COLUMNS = ("history", "speaker", "knowledge_base", "dialogue_id", "corrupted_response", "hallucination_tags")
 

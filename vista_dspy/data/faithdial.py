@@ -7,16 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn
-from . import register
+from .errors import InputError
 from .fade import roles_backwards
 from .loading import LoadReport, finish, gold
-from .readers import (
-    InputError,
-    field_value,
-    read_json,
-    read_objects,
-    under,
-)
+from .readers import field_value, read_json, read_objects, under
+from .registry import register
 
 FAITHDIAL_HUB = "McGill-NLP/FaithDial"
 

@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn, TurnGold
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish
-from .readers import (
-    CSV,
-    InputError,
-    read_table,
-)
+from .readers import CSV, read_table
+from .registry import register
 
 AUDIT_GOLD_COLUMNS = ("evidence", "history", "response", "BEGIN")
 AUDIT_MODEL_COLUMNS = ("knowledge", "history", "begin_label")

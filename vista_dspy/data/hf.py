@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue
-from . import register
 from .chat import dialogue_from_chat, is_chat_record
-from .readers import InputError, dialogue_from_dict
+from .errors import InputError
+from .readers import dialogue_from_dict
+from .registry import register
 from .vista import dialogue_from_vista
 
 BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}

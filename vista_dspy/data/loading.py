@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..schema import Dialogue, TurnGold
-from .readers import InputError
+from .errors import InputError
 
 logger = logging.getLogger("vista_dspy.data")
 

@@ -15,22 +15,21 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..schema import MAX_TEXT, Dialogue
+from .errors import InputError
 
 if TYPE_CHECKING:
     from .loading import LoadReport
 
+# A turn's gold label, as the annotated formats spell it.
+LABELS = {"faithful", "hallucinated"}
 
-class InputError(ValueError):
-    """Malformed input: says where (file, record, field) and what is wrong."""
 
-    def __init__(self, path: str | Path, message: str, *, record: str | None = None, field: str | None = None):
-        self.path, self.record, self.field = str(path), record, field
-        where = [self.path]
-        if record is not None:
-            where.append(record)
-        if field is not None:
-            where.append(f"field '{field}'")
-        super().__init__(f"{': '.join(where)}: {message}")
+def label_field(value: Any, path: Path, record: str, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in LABELS:
+        raise InputError(path, f"expected 'faithful' or 'hallucinated', got {value!r}", record=record, field=field)
+    return value.strip().lower()
 
 
 def read_text(path: str | Path) -> str:

@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Dialogue, Grounding, Turn
-from . import register
+from .errors import InputError
 from .loading import LoadReport, finish, gold
-from .readers import (
-    InputError,
-    field_value,
-    read_objects,
-)
+from .readers import field_value, read_objects
+from .registry import register
 
 PLACEHOLDER = re.compile(r"^\[\[[^\]]+:\d+\]\]$")
 

@@ -13,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Category, Dialogue, GoldClaim, Grounding, Turn, TurnGold
-from . import register
-from .readers import InputError, check_length, dialogue_from_dict, first_jsonl_record, parse_jsonl, read_json
-from .readers import read_text
+from .errors import InputError
+from .readers import (
+    check_length,
+    dialogue_from_dict,
+    first_jsonl_record,
+    label_field,
+    parse_jsonl,
+    read_json,
+    read_text,
+)
+from .registry import register
 
 ROLES = {"user": "user", "apprentice": "user", "assistant": "assistant", "wizard": "assistant"}
 BACKGROUND_MARKERS = {"N/A"}
@@ -27,7 +35,6 @@ JUDGEMENTS = {
     "abstention": Category.ABSTENTION,
     "contradicted": Category.CONTRADICTED,
 }
-LABELS = {"faithful", "hallucinated"}
 KNOWN_KEYS = {
     "role", "utterance", "retrieved_document", "human_claims", "gold_label", "original_dataset_label",
 }
@@ -59,14 +66,6 @@ def grounding_from_vista(value: Any, path: Path, record: str) -> Grounding:
         return Grounding.knowledge_only()
     check_length(path, record, "retrieved_document", value)
     return Grounding.from_document(value)
-
-
-def label_field(value: Any, path: Path, record: str, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or value.strip().lower() not in LABELS:
-        raise InputError(path, f"expected 'faithful' or 'hallucinated', got {value!r}", record=record, field=field)
-    return value.strip().lower()
 
 
 def _gold_claims(value: Any, path: Path, record: str) -> list[GoldClaim]:

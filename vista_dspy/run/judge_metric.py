@@ -22,10 +22,19 @@ from typing import Any
 
 import dspy
 
-from .program import Vista
-from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Grounding, Turn, TurnVerdict, Usage
-from .schema import number_passages
-from .stages import CallFailures, EndpointDown
+from ..program import Vista
+from ..schema import (
+    Category,
+    ClaimVerdict,
+    Dialogue,
+    DialogueVerdict,
+    Grounding,
+    Turn,
+    TurnVerdict,
+    Usage,
+    number_passages,
+)
+from ..stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +77,7 @@ class VistaMetric:
                  history_field: str = "history", document_field: str = "document",
                  response_field: str = "response", threshold: float = 1.0, parse_retries: int = 2,
                  stop_after: int = 3, port: int | None = None, **options: Any) -> None:
-        from .compiled import program_for_model
+        from ..lm.models import program_for_model
 
         self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
         self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
@@ -230,10 +239,10 @@ def claim_line(claim: ClaimVerdict) -> str:
 
 def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
     """(LM, adapter, embedded server or None, the program's endpoint options) of a judge given by name or LM."""
-    from .clients import build_adapter
-    from .local import DEFAULT_PORT, EMBEDDED, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings
-    from .local import local_model_config
-    from .models import MODELS, ModelConfig, gives_logprobs
+    from ..lm.clients.adapters import build_adapter
+    from ..lm.models import MODELS, ModelConfig, gives_logprobs
+    from ..lm.server import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
+    from ..lm.weights import EMBEDDED
 
     if isinstance(judge, dspy.BaseLM):
         return judge, build_adapter("json"), None, {}

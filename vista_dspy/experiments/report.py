@@ -10,7 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .schema import Category, DialogueVerdict
+from ..schema import Category, DialogueVerdict
 
 STYLE = {
     Category.VERIFIED: "green",
@@ -134,8 +134,8 @@ def build_report(path: Path) -> str:
     tables, plots (inline SVG) and a filterable per-turn browser with every claim's category and reason."""
     import jinja2
 
-    from . import __version__
-    from .runner import VERDICTS, read_verdicts
+    from .. import __version__
+    from ..run.runner import VERDICTS, read_verdicts
     from .tables import compute_tables, run_dirs, turn_frame
 
     runs = [(dataset, system, read_verdicts(directory / VERDICTS)) for dataset, system, directory in run_dirs(path)]
@@ -145,7 +145,7 @@ def build_report(path: Path) -> str:
     tables = compute_tables(turns, path)
     claims = pd.concat([claims_frame(v).assign(dataset=d, system=s) for d, s, v in runs if v], ignore_index=True)
     models = sorted({v.model for _, _, verdicts in runs for v in verdicts if v.model})
-    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy", "templates"),
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy.experiments", "templates"),
                                      autoescape=jinja2.select_autoescape(["html", "j2"]))
     environment.filters["cssname"] = lambda name: str(name).lower().replace(" ", "-")
     template = environment.get_template("report.html.j2")
@@ -341,7 +341,7 @@ def study_report(study, verdict) -> str:
     from markupsafe import Markup
     from matplotlib.ticker import MaxNLocator
 
-    from .study import study_tables
+    from ..optimize.study import study_tables
 
     frame, importances = study_tables(study)
     frame = frame[frame["state"] != "WAITING"].rename(
@@ -372,7 +372,7 @@ def study_report(study, verdict) -> str:
         figures.append({"svg": _svg(figure), "caption": f"Parameter importances over the {len(done)} completed "
                                                         "trials: with few trials, and one-factor trials among them, "
                                                         "a rough guide only."})
-    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy", "templates"),
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy.experiments", "templates"),
                                      autoescape=jinja2.select_autoescape(["html", "j2"]))
     def cell(value: Any) -> str:  # whole numbers stay whole beside a failed trial's gaps
         if value is None or (isinstance(value, float) and pd.isna(value)):

@@ -6,7 +6,7 @@ Verify and Categorize ask. In a stated order, each choice by numbers pooled over
 (``probing.folds``: a demo is never scored on its own dialogue):
 
 1. The base program judges every training claim with both stages and label probabilities (``probing.probe``);
-   its agreeing answers become the demo pool (``optimize.pool_from_traces``).
+   its agreeing answers become the demo pool (``demos.pool_from_traces``).
 2. Each fold's claims are judged again by a program whose Verify / Categorize demos come from the other folds
    (stratified by category; the base's hand-written demos fill a category the pool lacks).
 3. The base's demos or the pool's: the variant whose claim decisions give the most turns their annotated label wins,
@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..metrics import match_claims
+from ..program import Vista
+from ..schema import Dialogue, DialogueVerdict
 from .calibration import CATEGORIES, ClaimProbe
+from .demos import Meter, Pool, install, pool_from_traces
 from .gate import PairedTest
-from .metrics import match_claims
-from .optimize import Meter, Pool, install, pool_from_traces
 from .probing import claim_scores, decision_right, folds, probe, probes_of, turn_accuracy
-from .program import Vista
-from .schema import Dialogue, DialogueVerdict
 
 JUDGED_STAGES = ("verify", "categorize")
 Log = Callable[[str], None]

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .clients import cache_root
+from .clients.cache import cache_root
 
 # Default bound of the whole kv-slots directory; VISTA_WARM_START_MB sets another (0 turns warm starts off).
 DEFAULT_MAX_MB = 2048

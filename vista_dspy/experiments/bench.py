@@ -24,14 +24,14 @@ from typing import Any
 import dspy
 import pandas as pd
 
-from .baselines import SYSTEMS as BASELINES
-from .data import load_dialogues
-from .data.benchmarks import BENCHMARKS, load_benchmark, sample
-from .options import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, JudgeOptions
-from .program import Vista
-from .runner import RunResult, evaluate, run_settings
-from .schema import Dialogue, DialogueVerdict
-from .stages import CallFailures, StagedModule
+from ..baselines import SYSTEMS as BASELINES
+from ..data import load_dialogues
+from ..data.benchmarks import BENCHMARKS, load_benchmark, sample
+from ..options import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, JudgeOptions
+from ..program import Vista
+from ..run.runner import RunResult, evaluate, run_settings
+from ..schema import Dialogue, DialogueVerdict
+from ..stages import CallFailures, StagedModule
 from .tables import PLAN, TIMING, write_tables
 
 # name -> path under the data directory (``--data-dir``); "vista-human" is VISTA's own annotated format.

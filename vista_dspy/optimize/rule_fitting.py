@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .decision import (
+from ..decision import (
     CLASSES,
     FEATURES,
     JUDGE_FEATURES,
@@ -30,9 +30,9 @@ from .decision import (
     feature_matrix,
     features,
 )
-from .evidence import CUES, evidence_of
-from .metrics import match_claims
-from .schema import Category, Dialogue, DialogueVerdict
+from ..evidence import CUES, evidence_of
+from ..metrics import match_claims
+from ..schema import Category, Dialogue, DialogueVerdict
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "evidence": CUES,
@@ -114,7 +114,7 @@ def label_claims(dialogue: Dialogue, index: int, claims: Sequence[str], source: 
     then (``nearest+faithful``) for a claim still without one in a turn the annotators found faithful, a safe
     judgement (every claim of a faithful turn is safe): its most similar safe human claim's, else VERIFIED.
     None: unknown (not fitted on)."""
-    from .metrics import token_f1
+    from ..metrics import token_f1
 
     if labelling not in LABELLINGS:
         raise ValueError(f"unknown labelling {labelling!r}; choose one of {', '.join(LABELLINGS)}")
@@ -219,7 +219,7 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
     """A turn's claims decided as the deployed program decides them: the judge's labels (no rule), or the rule --
     the cascade first, then the judged model where Verify's probabilities exist (``judge``: the judge was asked at
     all; False is the evidence baseline)."""
-    from .scoring import turn_label
+    from ..scoring import turn_label
 
     categories: list[str] = []
     p_unsafe: list[float | None] = []
@@ -255,7 +255,7 @@ def cross_fitted(turns: Sequence[TurnRows], fold_of: Mapping[str, int],
 def turn_scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
     """``scoring.turn_metrics`` of the turns with a gold label (unknown counts wrong), under short names, with the
     false alarms and misses."""
-    from .scoring import turn_metrics
+    from ..scoring import turn_metrics
 
     scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
     metrics = turn_metrics([d.label for d in scored], [d.turn.gold_label for d in scored])
@@ -368,8 +368,8 @@ def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int =
     base's."""
     import dspy
 
+    from ..run.runner import Threads, evaluate
     from .probing import folds as make_folds
-    from .runner import Threads, evaluate
 
     def progress(verdict: DialogueVerdict) -> None:
         if meter is not None:

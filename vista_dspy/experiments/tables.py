@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import scoring
-from .metrics import mcnemar_exact
-from .schema import Category, DialogueVerdict
+from .. import scoring
+from ..metrics import mcnemar_exact
+from ..schema import Category, DialogueVerdict
 
 REFERENCE_SYSTEM = "vista"
 TIMING = "timing.json"
@@ -29,7 +29,7 @@ def is_claim_categorizer(system: str) -> bool:
 def run_dirs(out_dir: Path) -> list[tuple[str, str, Path]]:
     """(dataset, system, directory) of every run under a benchmark directory, in plan order when known; a
     single `vista evaluate` directory is one run, named after its input and system."""
-    from .runner import RUN, VERDICTS
+    from ..run.runner import RUN, VERDICTS
 
     if (out_dir / VERDICTS).exists():
         settings = json.loads((out_dir / RUN).read_text()) if (out_dir / RUN).exists() else {}
@@ -73,7 +73,7 @@ def turn_frame(verdicts: Sequence[DialogueVerdict], **columns: Any) -> pd.DataFr
 
 def load_turns(out_dir: Path) -> pd.DataFrame:
     """The turn frame of every run of a benchmark directory, with dataset and system columns."""
-    from .runner import VERDICTS, read_verdicts
+    from ..run.runner import VERDICTS, read_verdicts
 
     frames = [turn_frame(read_verdicts(path / VERDICTS), dataset=d, system=s) for d, s, path in run_dirs(out_dir)]
     frames = [f for f in frames if not f.empty]

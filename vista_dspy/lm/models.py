@@ -12,7 +12,8 @@ from typing import Any
 
 import dspy
 
-from .clients import SELF_HOSTED_PREFIX, build_adapter, endpoint_engines
+from .clients.adapters import build_adapter
+from .clients.engines import SELF_HOSTED_PREFIX, endpoint_engines
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -176,3 +177,11 @@ def program_name_for(model: str | None) -> str:
         if model in (spec.name, spec.model):
             return spec.name
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")
+
+
+def program_for_model(model: str | None) -> str:
+    """The program `vista evaluate --model M` uses by default: compiled/<M>.json when it exists, else the seed."""
+    from ..compiled.files import SEED_PROGRAM, compiled_dir
+
+    name = program_name_for(model)
+    return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM

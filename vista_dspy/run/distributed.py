@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .models import ModelConfig
-from .schema import Dialogue, DialogueVerdict
-from .stages import CallFailures, EndpointDown, StagedModule
+from ..lm.models import ModelConfig
+from ..schema import Dialogue, DialogueVerdict
+from ..stages import CallFailures, EndpointDown, StagedModule
 
 RAY_MISSING = "the Ray backend needs Ray: pip install 'vista-dspy[ray]' (or pip install 'ray==2.60.0')"
 
@@ -63,8 +63,6 @@ class RayBackend:
         """Judge ``todo`` on the cluster with the judge as it is in memory (its whole program travels, not its
         name), calling ``record`` on the driver as each verdict arrives; each worker treats failed calls as
         ``failures`` says (its own counts)."""
-        from .baselines import judge_spec
-
         spec = judge_spec(judge)
         ray = import_ray()
         from ray.util import ActorPool
@@ -103,13 +101,38 @@ class RayBackend:
                 ray.shutdown()
 
 
+def judge_spec(judge: StagedModule) -> dict[str, Any]:
+    """What rebuilds ``judge`` in another process (a Ray worker), as JSON: its class and options, and a VISTA
+    judge's whole program (demos, instructions, options, calibration) -- not its name, so that an unsaved program
+    (a study's trial) is judged as it is in memory. No LM, no key."""
+    from ..program import Vista
+
+    if isinstance(judge, Vista):
+        return {"kind": "Vista", "program": dataclasses.asdict(judge.program_file()),
+                "options": judge.option_values()}
+    return {"kind": type(judge).__name__, "options": judge.option_values()}
+
+
+def build_judge(spec: dict[str, Any]) -> StagedModule:
+    """The judge a ``judge_spec`` describes."""
+    from ..baselines import FActScore, LLMJudge
+    from ..compiled.files import ProgramFile
+    from ..program import Vista
+
+    if spec["kind"] == "Vista":
+        return Vista.from_program(ProgramFile(**spec["program"]), **spec["options"])
+    kinds: dict[str, type[StagedModule]] = {"FActScore": FActScore, "LLMJudge": LLMJudge}
+    if spec["kind"] not in kinds:
+        raise ValueError(f"unknown judge kind {spec['kind']!r}")
+    return kinds[spec["kind"]](**spec["options"])
+
+
 class JudgeActor:
     """One worker: its own LM client and judge, built in its own process."""
 
     def __init__(self, config: ModelConfig, judge: dict[str, Any], parse_retries: int, stop_after: int | None
                  ) -> None:
-        from .baselines import build_judge
-        from .clients import use_cache_for
+        from ..lm.clients.cache import use_cache_for
 
         use_cache_for(config)
         self.lm, self.adapter = config.build(), config.build_adapter()

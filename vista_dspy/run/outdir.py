@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .schema import DialogueVerdict
+from ..schema import DialogueVerdict
 
 VERDICTS = "verdicts.jsonl"
 DAMAGED = "verdicts.damaged.jsonl"

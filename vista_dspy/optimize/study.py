@@ -17,12 +17,13 @@ from typing import Any
 
 import dspy
 
-from .compiled import SEED_PROGRAM
+from ..compiled.files import SEED_PROGRAM
+from ..options import REASONING_STAGES
+from ..program import Vista
+from ..schema import Dialogue
+from .demos import DEFAULT_DEMOS, Meter, Pool, install, labeled_pool
+from .dev_score import score
 from .gate import Gate, PairedTest
-from .optimize import DEFAULT_DEMOS, Meter, Pool, install, labeled_pool, score
-from .options import REASONING_STAGES
-from .program import Vista
-from .schema import Dialogue
 
 # Upper bounds of the demo counts a study tries per predictor.
 STUDY_MAX_DEMOS: dict[str, int] = {"decompose": 8, "verify": 8, "categorize": 12}
@@ -95,7 +96,7 @@ def run_study(
     cache on, a resumed session rebuilds it from the cache)."""
     import optuna
 
-    from .clients import build_adapter
+    from ..lm.clients.adapters import build_adapter
 
     base = base or Vista.from_program(SEED_PROGRAM)
     meter = Meter()

@@ -1,6 +1,6 @@
 """VISTA as a test: the thresholds of a CI gate (``vista evaluate --fail-under``) and a pytest assertion.
 
-    from vista_dspy.testing import assert_faithful
+    from vista_dspy.run.testing import assert_faithful
 
     def test_the_bot_answers_from_its_sources(judge):          # judge: a session-wide VistaMetric fixture
         assert_faithful(chat_log, judge=judge, min_score=1.0)   # a Dialogue or a conversation of chat messages
@@ -13,9 +13,9 @@ from typing import Any
 
 import dspy
 
+from ..schema import UNSAFE_CATEGORIES, Category, Dialogue, DialogueVerdict
+from ..scoring import summarize
 from .judge_metric import VistaMetric, claim_line
-from .schema import UNSAFE_CATEGORIES, Category, Dialogue, DialogueVerdict
-from .scoring import summarize
 
 
 def shortfalls(summary: dict[str, Any], *, min_score: float | None = None,
@@ -53,7 +53,7 @@ def assert_faithful(dialogue: Dialogue | list[dict[str, Any]] | dict[str, Any],
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     if not isinstance(dialogue, Dialogue):
-        from .data.chat import dialogue_from_chat
+        from ..data.chat import dialogue_from_chat
 
         dialogue = dialogue_from_chat(Path("<dialogue>"), "conversation", dialogue, 0)
     if isinstance(judge, VistaMetric):

@@ -13,8 +13,8 @@ from typing import Any
 
 import dspy
 
+from ..schema import Category, Dialogue, DialogueVerdict
 from .calibration import LABELS, UNSAFE, Calibration, ClaimProbe, decisions, fit
-from .schema import Category, Dialogue, DialogueVerdict
 
 # (predictor name, inputs, outputs) of every predictor call, in order.
 Trace = list[tuple[str, dict[str, Any], Any]]
