@@ -1,8 +1,13 @@
-"""The package's layout rules, read from the import statements: data flows one way, the method knows no plumbing."""
+"""The package's layout rules, read from the import statements: data flows one way, the method knows no plumbing,
+and no modules import each other in a circle (an import inside a function counts, and so does a name a package's
+face loads on first use)."""
 
 import ast
 import asyncio
 import contextlib
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,44 +18,202 @@ from helpers import assistant, dialogue, user
 PACKAGE = Path(__file__).resolve().parents[1] / "vista_dspy"
 
 
-def package_imports(module: str) -> set[str]:
-    """The vista_dspy modules a module (``program`` or ``data/vista``) imports, as dotted names under the package."""
-    path = PACKAGE / f"{module}.py"
-    if not path.exists():
-        path = PACKAGE / module / "__init__.py"
-    depth = module.count("/") + (path.name == "__init__.py")
-    parent = module.split("/")[:depth]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = parent[: len(parent) - node.level + 1]
-            target = ".".join(base + ([node.module] if node.module else []))
-            names = [target] if node.module else [".".join(base + [a.name]) for a in node.names]
-            found.update(n for n in names if n)
+def module_name(package: Path, path: Path) -> str:
+    """``program``, ``run.runner``, ``lm.clients`` (a folder's ``__init__``), ``""`` (the package's own)."""
+    parts = list(path.relative_to(package).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the package modules it imports, as dotted names under the package: every
+    ``import`` and ``from`` statement anywhere in the file (inside functions and ``TYPE_CHECKING`` too), and the
+    modules a face's ``exports(__name__, {...})`` table loads on first use."""
+    files = {module_name(package, path): path for path in package.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        own = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        own = [part for part in own if part]
+        found = set()
+
+        def add(target: list[str], names: list[str] = ()) -> None:
+            dotted = ".".join(target)
+            subs = [".".join([*target, n]) for n in names if ".".join([*target, n]) in files]
+            found.update(subs)
+            if len(subs) < len(names) or not names:
+                found.add(dotted)
+
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = own[: len(own) - node.level + 1]
+                add(base + (node.module.split(".") if node.module else []), [a.name for a in node.names])
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package.name:
+                add(node.module.split(".")[1:], [a.name for a in node.names])
+            elif isinstance(node, ast.Import):
+                found.update(".".join(a.name.split(".")[1:]) for a in node.names
+                             if a.name.split(".")[0] == package.name)
+            elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "exports" and len(node.args) == 2
+                  and isinstance(node.args[1], ast.Dict)):
+                found.update(".".join([*own, key.value]) for key in node.args[1].keys)
+        graph[name] = {target for target in found if target in files and target != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a longer loop (strongly connected
+    components of more than one module, Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
     return found
 
 
+# What a part of the package may not import. The method is the package root's modules (the face and its lazy
+# helper aside); a folder's rule covers its modules and its sub-folders.
+FOLDERS = ("data", "compiled", "lm", "optimize", "run", "experiments", "cli")
+FORBIDDEN = {
+    "method": {"optimize", "run", "experiments", "lm", "cli", "data"},
+    "data": {"method", "compiled", "lm", "optimize", "run", "experiments", "cli"},  # loaders produce records only
+    "compiled": {"lm", "optimize", "run", "experiments", "cli"},
+    "lm": {"method", "optimize", "run", "experiments", "cli"},
+    "optimize": {"experiments", "cli"},
+    "run": {"optimize", "experiments", "cli"},
+    "experiments": {"cli"},
+}
+# Method modules another part may import although its rule forbids the method: the records.
+RECORDS = {"schema"}
+# Imports the rules forbid that stay, each with its reason.
+ALLOWED = {
+    # The public shortcut from a model string to the program shipped for it (compiled/<M>.json, else the seed).
+    ("program", "lm.models"),
+    # The metrics compare decomposed claims with human ones after normalizing speakers as VISTA's loader does.
+    ("metrics", "data.vista"),
+}
+FACES = {"", "lazy"}
+
+
+def part_of(module: str) -> str:
+    top = module.split(".")[0]
+    return top if top in FOLDERS else "face" if module in FACES else "method"
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, imported module) for every import that crosses a forbidden line."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        forbidden = FORBIDDEN.get(part_of(module), set())
+        for target in sorted(targets):
+            if part_of(target) in forbidden and target not in RECORDS and (module, target) not in ALLOWED:
+                found.append((module, target))
+    return found
+
+
+GRAPH = import_graph(PACKAGE)
+
+
+def test_the_graph_reads_every_kind_of_import():
+    # a module-level relative import, one inside a function, one from a folder's face, a face's lazy table
+    assert "run.runner" in GRAPH["experiments.tables"]
+    assert "optimize.choosing" in GRAPH["optimize.compile"]  # imported inside compile_program
+    assert "lm.models" in GRAPH["program"]  # imported inside Vista.for_model
+    assert "run.judge_metric" in GRAPH[""] and "lm.clients.cache" in GRAPH["lm.clients"]
+
+
+def test_no_import_circles():
+    assert circles(GRAPH) == []
+
+
+def test_the_folders_import_only_downward():
+    assert layer_violations(GRAPH) == []
+
+
 def test_records_know_no_modules():
-    assert package_imports("schema") == set()
+    assert GRAPH["schema"] == set()
 
 
 @pytest.mark.parametrize("module,forbidden", [
     # scoring and metrics never call the method
-    ("scoring", {"program", "stages", "batching", "runner", "clients", "cli"}),
-    # the method knows neither the CLI, nor the runner, nor how requests are throttled or sent
-    ("program", {"runner", "cli", "clients", "models", "local", "distributed"}),
-    ("stages", {"runner", "cli", "clients", "models", "local", "distributed", "program"}),
-    ("batching", {"runner", "cli", "clients", "models", "local", "distributed", "program"}),
-    ("prompts", {"runner", "cli", "clients", "models", "stages", "program"}),
-    # loaders produce records only
-    ("data/vista", {"program", "stages", "runner", "cli", "clients", "models"}),
-    ("data/begin", {"program", "stages", "runner", "cli", "clients", "models"}),
+    ("scoring", {"program", "stages", "batching"}),
+    ("metrics", {"program", "stages", "batching"}),
+    # the stage drivers and the prompts know nothing of the program that yields the calls
+    ("stages", {"program", "batching"}),
+    ("batching", {"program"}),
+    ("prompts", {"stages", "program"}),
+    # the baselines are judges of their own, not built on Vista
+    ("baselines", {"program", "compiled.files"}),
 ])
-def test_modules_import_only_downstream(module, forbidden):
-    imported = package_imports(module)
-    assert imported, f"no package imports found in {module}: the test reads the wrong file"
-    clash = {name for name in imported if name.split(".")[0] in forbidden}
-    assert not clash, f"{module} imports {sorted(clash)}"
+def test_within_the_method_data_flows_one_way(module, forbidden):
+    assert GRAPH[module], f"no package imports found in {module}: the test reads the wrong file"
+    assert GRAPH[module] & forbidden == set()
+
+
+def test_the_layer_check_reports_a_planted_forbidden_import(tmp_path):
+    """The checker run on a small copy of the layout with two forbidden imports planted: the method importing the
+    runner (inside a function) and the LM side importing a method module that is not a record."""
+    package = tmp_path / "vista_dspy"
+    sources = {
+        "__init__.py": "",
+        "schema.py": "",
+        "stages.py": "from .schema import Dialogue\n",
+        "program.py": "from . import stages\n\ndef judge():\n    from .run.runner import evaluate\n",
+        "run/__init__.py": "",
+        "run/runner.py": "from ..program import Vista\n",
+        "lm/__init__.py": "",
+        "lm/models.py": "from ..schema import Dialogue\nfrom ..stages import StageCall\n",
+    }
+    for name, text in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    graph = import_graph(package)
+    assert layer_violations(graph) == [("lm.models", "stages"), ("program", "run.runner")]
+    assert circles(graph) == [["program", "run.runner"]]
+
+
+def test_the_records_scoring_and_metrics_import_without_dspy_or_litellm():
+    script = textwrap.dedent("""
+        import sys
+        import vista_dspy.schema, vista_dspy.scoring, vista_dspy.metrics
+        from vista_dspy import Dialogue, Category
+        print(sorted(m for m in ("dspy", "litellm") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_public_api_is_the_same():
+    import vista_dspy
+
+    assert vista_dspy.__all__ == ["Category", "ClaimVerdict", "DecisionRule", "Dialogue", "DialogueVerdict",
+                                  "GoldClaim", "Grounding", "JudgeOptions", "Turn", "TurnGold", "TurnVerdict",
+                                  "Vista", "VistaMetric"]
+    from vista_dspy import DecisionRule, JudgeOptions, Vista, VistaMetric  # noqa: F401
+    from vista_dspy.decision import DecisionRule as defined
+
+    assert DecisionRule is defined
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        vista_dspy.Nothing  # noqa: B018
 
 
 def test_the_async_driver_holds_the_guard_it_is_given_around_every_predictor_call():
