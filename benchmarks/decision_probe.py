@@ -5,8 +5,9 @@ answers a decision rule is fitted on.
     python benchmarks/decision_probe.py --model local                  # both passes, the 1.5B
     python benchmarks/decision_probe.py --model local-0.5b --passes decomposed
 
-Passes: ``decomposed`` (end to end: the seed's own claims, as evaluation sees them) and ``human`` (the annotators'
-claims, ``given_claims``). Verdicts go to benchmarks/runs/decision-probe-<model>/<pass>/ (resumable: rerunning the
+Passes: ``decomposed`` (end to end: the seed's own claims, as evaluation sees them), ``coverage`` (the same with
+the sentences no claim covers judged as claims of their own) and ``human`` (the annotators' claims,
+``given_claims``). Verdicts go to benchmarks/runs/decision-probe-<model>/<pass>/ (resumable: rerunning the
 same command judges only what is missing, its answers served by the LM cache). ``benchmarks/decision_rules.py``
 reads them; nothing here decides anything.
 """
@@ -28,7 +29,7 @@ from vista_dspy.run.runner import Threads, evaluate
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
 # Both passes ask Categorize only about the claims Verify did not verify, as the seed and a program with a rule ask
 # it (the first five dialogues of the 1.5B's decomposed pass were asked about every claim, categorize_all).
-PASSES = {"decomposed": {}, "human": {"given_claims": True}}
+PASSES = {"decomposed": {}, "human": {"given_claims": True}, "coverage": {"coverage": True}}
 
 
 def probe_dir(model: str, name: str) -> Path:
@@ -38,7 +39,7 @@ def probe_dir(model: str, name: str) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(EMBEDDED), default="local")
-    parser.add_argument("--passes", default="decomposed,human", help="comma-separated: decomposed, human")
+    parser.add_argument("--passes", default="decomposed,human", help="comma-separated: decomposed, coverage, human")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--port", type=int, default=8799)
     args = parser.parse_args()

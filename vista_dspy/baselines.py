@@ -15,21 +15,13 @@ from collections.abc import Generator
 from typing import Any
 
 import dspy
-import pysbd
 
 from . import scoring
+from .grounding import split_sentences
 from .prompts import clean_claims, render_history
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
 from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of a turn, by pysbd's rule-based English segmenter (no data download; abbreviations such as
-    "Dr." or "p.m." do not end a sentence); pieces without a word are dropped. A segmenter per call: pysbd keeps
-    the text it works on as state."""
-    sentences = pysbd.Segmenter(language="en", clean=False).segment(text.strip())
-    return [s.strip() for s in sentences if re.search(r"\w", s)]  # not a stray "." of tokenized text
 
 
 FACT_DEMOS = [

@@ -12,7 +12,9 @@ EVIDENCE (CONTRADICTED is fitted as LACKING EVIDENCE, the unsafe class):
 
 A claim is unsafe when P(LACKING EVIDENCE) reaches the model's threshold (chosen for turn labels). Its category is
 then CONTRADICTED if the judge said so (overlap cannot show a contradiction) and LACKING EVIDENCE otherwise; a safe
-claim takes the most probable safe class. The cascade: a claim whose evidence-only P(unsafe) lies outside
+claim takes the most probable safe class. A rule may hold a lower ``turn_threshold`` for the most doubtful claim of
+each turn (``most_doubtful``): a turn's label needs every unsafe claim found, a claim's decision only its own. The
+cascade: a claim whose evidence-only P(unsafe) lies outside
 (``low``, ``high``) is decided by the evidence alone and not sent to Verify or Categorize.
 
 ``decide`` is the one decision function: fitting (``rule_fitting``), cross-fitted scoring and the deployed judge
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .evidence import CUES
 from .schema import Category
@@ -107,8 +109,20 @@ class DecisionRule(BaseModel):
     judged: LinearModel | None = None
     evidence: LinearModel
     cascade: Band | None = None
+    # A turn's most doubtful claim is unsafe from this P(unsafe) on, below the deciding model's own threshold: a turn
+    # is hallucinated when any claim is unsafe, so the turn's label needs its most doubtful claim found, while most
+    # claims are safe (None: every claim at the model's threshold).
+    turn_threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     # How it was fitted (claims, their source, the model): for reading, not for deciding.
     fitted: dict = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_turn_threshold(self, handler):
+        # A rule without a turn threshold is written (and content-hashed) as rules were before it existed.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("turn_threshold") is None:
+            data.pop("turn_threshold", None)
+        return data
 
     @model_validator(mode="after")
     def _roles(self) -> DecisionRule:
@@ -126,6 +140,8 @@ class DecisionRule(BaseModel):
             return f"the evidence cues alone decide every claim (unsafe at P >= {self.evidence.threshold:.2f})"
         parts = [f"decision rule over {'label probabilities and ' if self.judged else ''}evidence cues "
                  f"(unsafe at P >= {(self.judged or self.evidence).threshold:.2f})"]
+        if self.turn_threshold is not None:
+            parts.append(f"a turn's most doubtful claim unsafe at P >= {self.turn_threshold:.2f}")
         if self.cascade is not None:
             parts.append(f"cascade: evidence alone decides at P(unsafe) <= {self.cascade.low:.2f} "
                          f"or >= {self.cascade.high:.2f}")
@@ -175,6 +191,24 @@ def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | Non
         return None
     decision = decide(rule, cues)
     return decision if rule.cascade.decides(decision.p_unsafe) else None
+
+
+def most_doubtful(rule: DecisionRule, p_unsafe: Sequence[float | None], categories: Sequence[str]) -> int | None:
+    """The claim of a turn that ``rule``'s turn threshold makes unsafe: the one with the highest P(unsafe) among the
+    claims the rule decided (``p_unsafe`` None: not decided by the rule), when that P reaches ``turn_threshold``
+    and the claim is not unsafe already; None otherwise. The deployed judge and fitting both call this."""
+    if rule.turn_threshold is None:
+        return None
+    decided = [i for i, p in enumerate(p_unsafe) if p is not None]
+    if not decided:
+        return None
+    top = max(decided, key=lambda i: p_unsafe[i])
+    if p_unsafe[top] < rule.turn_threshold or categories[top] in UNSAFE_CATEGORIES:
+        return None
+    return top
+
+
+UNSAFE_CATEGORIES = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
 
 
 def feature_matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]):

@@ -30,6 +30,7 @@ CUES: tuple[str, ...] = (
     "attributed",  # a speaker is only the frame of a content clause: "the assistant thinks that the museum ..."
     "length",  # content words / 12, at most 1
     "question",  # a question mark
+    "coverage",  # a sentence of the turn that no claim covered, judged as a claim of its own (grounding.coverage)
 )
 
 _SPEAKER = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us|you|your|yours|"
@@ -65,8 +66,8 @@ class TurnEvidence:
         return cls(frozenset(content_words(reference or "")), frozenset(content_words(" ".join(knowledge))),
                    frozenset(content_words(" ".join(history))))
 
-    def cues(self, claim: str) -> dict[str, float]:
-        """The claim's cue values, by ``CUES`` name."""
+    def cues(self, claim: str, *, added: bool = False) -> dict[str, float]:
+        """The claim's cue values, by ``CUES`` name; ``added``: the claim is a sentence that coverage added."""
         words = content_words(claim)
         lower = claim.lower()
 
@@ -91,6 +92,7 @@ class TurnEvidence:
             "attributed": float(attributed),
             "length": min(len(words) / _LENGTH_SCALE, 1.0),
             "question": float("?" in claim),
+            "coverage": float(added),
         }
 
 

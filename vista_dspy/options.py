@@ -41,7 +41,9 @@ class JudgeOptions(BaseModel):
     human claims of vista-human:train the 1.5B local model's decisions were no worse without it, benchmarks/
     RESULTS.md). Per-claim judging only: a batched answer always explains.
     ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
-    ``ungrounded``). ``adapter``: how DSPy formats the prompts and parses the answers ("json" or "chat"), when the
+    ``ungrounded``). ``coverage``: a sentence of the turn most of whose content words no claim carries is judged
+    too, as a claim of its own marked ``added_by="coverage"`` (a turn with content then never ends with no claim;
+    off in the seed program: the paper's method judges Decompose's claims only). ``adapter``: how DSPy formats the prompts and parses the answers ("json" or "chat"), when the
     program was chosen with one; None: the endpoint's own (JSON unless a command says otherwise).
 
     The endpoint's side (set by whoever knows the LM, never saved with a program): ``short_answer_tokens`` (a cap on
@@ -67,6 +69,7 @@ class JudgeOptions(BaseModel):
     reasoning: tuple[Literal["decompose", "verify", "categorize"], ...] = ()
     explain_verified: bool = False
     check_grounding: bool = True
+    coverage: bool = False
     adapter: Literal["json", "chat"] | None = None
     short_answer_tokens: int | None = Field(default=None, ge=1)
     label_probabilities: bool = True
@@ -105,8 +108,11 @@ class JudgeOptions(BaseModel):
         return self.model_dump(mode="json")
 
     def saved(self) -> dict[str, Any]:
-        """What a program file keeps: the judging options, without the endpoint's side and the run modes."""
-        return {k: v for k, v in self.as_dict().items() if k not in NOT_SAVED}
+        """What a program file keeps: the judging options, without the endpoint's side and the run modes. An option
+        added after programs were saved is left out at its default (``LATER_OPTIONS``), so that a program saved
+        before it keeps its content hash (and a run of it still resumes)."""
+        return {k: v for k, v in self.as_dict().items()
+                if k not in NOT_SAVED and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults."""
@@ -116,6 +122,8 @@ class JudgeOptions(BaseModel):
 
 # Options that describe the endpoint or the run, not the program: a program file never carries them.
 NOT_SAVED = ("short_answer_tokens", "label_probabilities", "given_claims", "categorize_all")
+# Options added after programs were saved, with the default that a program without them means.
+LATER_OPTIONS: dict[str, Any] = {"coverage": False}
 OPTION_NAMES: tuple[str, ...] = tuple(JudgeOptions.model_fields)
 
 # The CLI's flag names that differ from the option names (`vista evaluate --context` sets use_context, ...).
@@ -132,6 +140,7 @@ FLAG_NAMES: dict[str, str] = {
     "reasoning": "reasoning",
     "explain_verified": "explain_verified",
     "check_grounding": "check_grounding",
+    "coverage": "coverage",
 }
 
 

@@ -21,10 +21,11 @@ from dspy.utils.saving import get_dependency_versions
 
 from . import batching, scoring
 from .batching import Question
+from .claim_verdicts import as_most_doubtful, by_evidence_verdict, claim_verdict
 from .compiled.files import ProgramFile, content_hash, read_program, write_program
-from .decision import Decision, DecisionRule, by_evidence, decide
-from .evidence import describe, evidence_of
-from .grounding import says_something, split_grounded
+from .decision import DecisionRule, by_evidence, most_doubtful
+from .evidence import evidence_of
+from .grounding import content_words, says_something, split_grounded, uncovered_sentences
 from .options import JudgeOptions
 from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
 from .schema import (
@@ -34,7 +35,6 @@ from .schema import (
     Dialogue,
     DialogueVerdict,
     GoldClaim,
-    LabelProbabilities,
     TurnVerdict,
     Usage,
 )
@@ -48,7 +48,9 @@ from .signatures import (
     Decompose,
     VerifiedClaim,
     Verify,
+    decompose_bound,
     label_only,
+    with_claims_bound,
     with_history,
     with_reasoning,
 )
@@ -65,6 +67,7 @@ class ClaimsOfTurn(NamedTuple):
     removed: int = 0  # repeated claims dropped from the decomposition
     error: str | None = None  # why there are none, when Decompose failed
     ungrounded: tuple[str, ...] = ()  # decomposed claims not found in the turn or what precedes it (dropped)
+    added: int = 0  # the last ``added`` claims are sentences of the turn that no claim covered (``coverage``)
 
     @property
     def texts(self) -> list[str]:
@@ -232,16 +235,7 @@ class Vista(StagedModule):
         errors: list[str] = []
         ungrounded_background: list[str] = []
         verdicts: list[TurnVerdict] = []
-        questions = {
-            "decompose": self._signature("decompose", self.decompose.signature, history=False),
-            "verify": Question("verify", self.verify, self._signature("verify", self.verify.signature,
-                                                                      history=options.use_context),
-                               VerifiedClaim, "label", VERIFY_LABEL),
-            "categorize": Question("categorize", self.categorize,
-                                   self._signature("categorize", self.categorize.signature,
-                                                   history=options.use_context),
-                                   CategorizedClaim, "category", CATEGORY_LABEL),
-        }
+        questions = self._questions()
 
         # 1. Claims: given, or decomposed.
         to_decompose = [i for i, t in enumerate(dialogue.turns)
@@ -276,17 +270,42 @@ class Vista(StagedModule):
 
         return self._verdict(dialogue, verdicts, usage, errors, ungrounded_background=ungrounded_background)
 
+    def _questions(self) -> dict[str, Any]:
+        """How each stage is asked under the options: Decompose's signature, Verify's and Categorize's questions."""
+        use_context = self.options.use_context
+        return {
+            "decompose": self._signature("decompose", self.decompose.signature, history=False),
+            "verify": Question("verify", self.verify, self._signature("verify", self.verify.signature,
+                                                                      history=use_context),
+                               VerifiedClaim, "label", VERIFY_LABEL),
+            "categorize": Question("categorize", self.categorize,
+                                   self._signature("categorize", self.categorize.signature, history=use_context),
+                                   CategorizedClaim, "category", CATEGORY_LABEL),
+        }
+
+    def judge_turn(self, dialogue: Dialogue, index: int, claims: Sequence[str], knowledge: Sequence[str], *,
+                   added: int = 0) -> tuple[TurnVerdict, Usage]:
+        """Steps 2-3 alone for one judged turn: ``claims`` verified (and categorized) against the turn's reference
+        and ``knowledge`` as given, the last ``added`` of them marked as added by coverage; returns the verdict and
+        the calls' usage. For probes that judge claims against a store recorded earlier; ``forward`` is the
+        method."""
+        usage = Usage()
+        verdict = self._drive(self._judge_turn(dialogue, index, ClaimsOfTurn(list(claims), "decomposed", added=added),
+                                               list(knowledge), self._questions(), usage))
+        return verdict, usage
+
     def _decomposed_claims(self, result: StageResult, dialogue: Dialogue, index: int) -> ClaimsOfTurn:
-        """Decompose's claims of turn ``index``, cleaned, and (``check_grounding``) without the claims that neither
-        the turn nor what precedes it says."""
+        """Decompose's claims of turn ``index``, cleaned, (``check_grounding``) without the claims that neither the
+        turn nor what precedes it says, and (``coverage``) followed by the turn's sentences that no claim covers."""
         if result.error is not None:
             return ClaimsOfTurn([], "decomposed", error=f"decompose failed: {result.error}")
         claims, removed = clean_claims(result.prediction.claims or [])
-        if not self.options.check_grounding:
-            return ClaimsOfTurn(claims, "decomposed", removed)
-        sources = " ".join([*dialogue.background, *(t.text for t in dialogue.turns[: index + 1])])
-        claims, ungrounded = split_grounded(claims, sources)
-        return ClaimsOfTurn(claims, "decomposed", removed, ungrounded=tuple(ungrounded))
+        ungrounded: list[str] = []
+        if self.options.check_grounding:
+            sources = " ".join([*dialogue.background, *(t.text for t in dialogue.turns[: index + 1])])
+            claims, ungrounded = split_grounded(claims, sources)
+        added = uncovered_sentences(dialogue.turns[index].text, claims) if self.options.coverage else []
+        return ClaimsOfTurn(claims + added, "decomposed", removed, ungrounded=tuple(ungrounded), added=len(added))
 
     def _judge_turn(self, dialogue: Dialogue, index: int, claims: ClaimsOfTurn, knowledge: list[str],
                     questions: dict[str, Any], usage: Usage) -> Steps:
@@ -303,7 +322,8 @@ class Vista(StagedModule):
         if self.options.use_context:
             evidence["history"] = history
         turn_evidence = evidence_of(dialogue, index, knowledge)
-        cues = [turn_evidence.cues(text) for text in claims.texts]
+        first_added = len(claims.claims) - claims.added
+        cues = [turn_evidence.cues(text, added=i >= first_added) for i, text in enumerate(claims.texts)]
         early = {i: d for i, c in enumerate(cues)
                  if self.rule is not None and (d := by_evidence(self.rule, c)) is not None}
         asked = [i for i in range(len(cues)) if i not in early]
@@ -315,10 +335,16 @@ class Vista(StagedModule):
         verdicts: list[ClaimVerdict] = []
         for i, claim in enumerate(claims.claims):
             if i in early:
-                verdicts.append(self._by_evidence(claim, early[i], cues[i]))
+                verdicts.append(by_evidence_verdict(claim, early[i], cues[i]))
             else:
                 j = asked.index(i)
-                verdicts.append(self._claim_verdict(claim, verified[j], categorized.get(j), cues[i]))
+                verdicts.append(claim_verdict(self.rule, claim, verified[j], categorized.get(j), cues[i]))
+            if i >= first_added:
+                verdicts[-1] = verdicts[-1].model_copy(update={"added_by": "coverage"})
+        if self.rule is not None:
+            flip = most_doubtful(self.rule, [v.p_unsafe for v in verdicts], [v.category.value for v in verdicts])
+            if flip is not None:
+                verdicts[flip] = as_most_doubtful(verdicts[flip], self.rule)
         return scoring.turn_verdict(
             index, turn, verdicts,
             error=claims.error, contradiction=contradiction, claims_source=claims.source, knowledge=knowledge,
@@ -360,51 +386,23 @@ class Vista(StagedModule):
             results = yield from batching.decompose_dialogue(self.decompose, dialogue, indices, signature, usage)
         missing = [i for i in indices if i not in results]
         if missing:
-            calls = [StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, i), signature)
-                     for i in missing]
+            calls = [self._decompose_call(dialogue, i, signature) for i in missing]
             for i, result in zip(missing, (yield calls)):
                 results[i] = add_usage(usage, "decompose", result)
         return results
 
-    # ---- decisions: the model's labels, or the rule's --------------------------------------------------------
-    def _claim_verdict(self, claim: str | GoldClaim, verified: StageResult, categorized: StageResult | None,
-                       cues: dict[str, float]) -> ClaimVerdict:
-        """A judged claim's verdict: the judge's own labels (no rule), or the rule's decision over the judge's
-        probabilities and the claim's cues. Categorize was asked iff Verify's own label was not VERIFIED (or
-        under ``categorize_all``, whose extra answer never changes a decision)."""
-        text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
-        common: dict[str, Any] = {"claim": text, "gold_category": gold, "cues": cues,
-                                  "probabilities": _probabilities(verified, categorized)}
-        if verified.error is not None:
-            return ClaimVerdict(category=Category.ERROR, stage="verify", error=verified.error, **common)
-        said_verified = verified.prediction.label == "VERIFIED"
-        if not said_verified and (categorized is None or categorized.error is not None):
-            error = categorized.error if categorized else "no categorize result"
-            return ClaimVerdict(category=Category.ERROR, stage="categorize", error=error, **common)
-        raw = "VERIFIED" if said_verified else categorized.prediction.category
-        stage = "verify" if said_verified else "categorize"
-        explanation = (verified.prediction.get("explanation") or "" if said_verified
-                       else categorized.prediction.explanation or "")
-        if self.rule is None:
-            return ClaimVerdict(category=Category(raw), explanation=explanation, stage=stage, **common)
-        probabilities = common["probabilities"]
-        decision = decide(self.rule, cues, probabilities.verify if probabilities else None,
-                          probabilities.categorize if probabilities and not said_verified else None, raw)
-        if decision.category.value != raw:
-            explanation = (f"Decided {decision.category.value} against the judge's {raw} (the rule's P(unsafe) "
-                           f"{decision.p_unsafe:.2f}; {describe(cues)})." + (f" Judge: {explanation}"
-                                                                            if explanation else ""))
-        return ClaimVerdict(category=decision.category, explanation=explanation, stage=stage, raw_label=raw,
-                            p_unsafe=round(decision.p_unsafe, 4), decided_by=decision.decided_by, **common)
+    def _decompose_call(self, dialogue: Dialogue, index: int, signature: type[dspy.Signature] | None) -> StageCall:
+        """Decompose's call for turn ``index``, its answer bounded by the turn's size (``decompose_bound``: a model
+        that loops stops there), each retry with a tighter bound."""
+        base = signature or self.decompose.signature
+        text = dialogue.turns[index].text
+        words = len(content_words(text))
 
-    @staticmethod
-    def _by_evidence(claim: str | GoldClaim, decision: Decision, cues: dict[str, float]) -> ClaimVerdict:
-        """A claim the cascade decided by its evidence alone: no LM call, the cues as its explanation."""
-        text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
-        return ClaimVerdict(claim=text, gold_category=gold, category=decision.category, stage="evidence",
-                            explanation=f"Decided by evidence alone (P(unsafe) {decision.p_unsafe:.2f}): "
-                                        f"{describe(cues)}.",
-                            cues=cues, p_unsafe=round(decision.p_unsafe, 4), decided_by="evidence")
+        def bounded(retry: int = 0) -> type[dspy.Signature]:
+            return with_claims_bound(base, decompose_bound(words, len(text), retry=retry))
+
+        return StageCall("decompose", self.decompose, self.decompose_inputs(dialogue, index), bounded(),
+                         retry_signature=bounded)
 
     @staticmethod
     def _contradiction(result: StageResult) -> ContradictionVerdict:
@@ -413,10 +411,3 @@ class Vista(StagedModule):
         return ContradictionVerdict(
             contradicts=bool(result.prediction.contradicts), explanation=result.prediction.explanation or ""
         )
-
-
-def _probabilities(verified: StageResult, categorized: StageResult | None) -> LabelProbabilities | None:
-    """The label distributions the claim's Verify and Categorize answers carried, if any."""
-    verify = verified.distributions[0] if verified.distributions else None
-    categorize = categorized.distributions[0] if categorized is not None and categorized.distributions else None
-    return LabelProbabilities(verify=verify, categorize=categorize) if verify or categorize else None

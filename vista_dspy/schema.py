@@ -252,6 +252,8 @@ class ClaimVerdict(_Record):
     raw_label: str | None = None
     p_unsafe: float | None = None
     decided_by: Literal["rule", "evidence"] | None = None
+    # "coverage": not one of Decompose's claims but a sentence of the turn that no claim covered, judged as a claim.
+    added_by: Literal["coverage"] | None = None
 
 
 class ContradictionVerdict(_Record):

@@ -32,10 +32,20 @@ class ClaimList(list):
 
     MAX_CLAIMS = 24
     MAX_CLAIM_CHARS = 240
+    # A tighter bound for one call's answer grammar only, never for the prompt: (claims, characters per claim).
+    # The prompt shows the class bound above, so a turn's bound does not change the cached prompt prefix; an
+    # adapter that builds the answer's grammar reads this (clients.adapters.JSONAdapter). None: the class bound.
+    answer_bound: tuple[int, int] | None = None
+
+    @classmethod
+    def bounded(cls, claims: int, chars: int) -> type[ClaimList]:
+        """This list type with an answer bound of ``claims`` claims of ``chars`` characters (one class per bound)."""
+        return _bounded_claim_list(max(1, min(claims, cls.MAX_CLAIMS)), max(20, min(chars, cls.MAX_CLAIM_CHARS)))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(cls, handler(list[str]))
+        # Always a plain ClaimList (never a bounded copy of the class, which pickle cannot find by name).
+        return core_schema.no_info_after_validator_function(ClaimList, handler(list[str]))
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
@@ -43,6 +53,39 @@ class ClaimList(list):
         json_schema["maxItems"] = cls.MAX_CLAIMS
         json_schema["items"]["maxLength"] = cls.MAX_CLAIM_CHARS
         return json_schema
+
+
+@lru_cache(maxsize=None)
+def _bounded_claim_list(claims: int, chars: int) -> type[ClaimList]:
+    # The same name as ClaimList: the prompt names the type.
+    return type("ClaimList", (ClaimList,), {"answer_bound": (claims, chars), "__qualname__": "ClaimList"})
+
+
+# Decompose's answer bound for a turn: a few claims more than the turn has content words (no human claim set of the
+# annotated dev file exceeds content words + 2, nor a human claim the turn's length + 57 characters), each at most as
+# long as the turn plus room for resolved names. A small model that loops then stops at the bound, not at the token cap.
+BOUND_SLACK_CLAIMS = 6
+BOUND_SLACK_CHARS = 80
+
+
+def decompose_bound(content_words: int, turn_chars: int, *, retry: int = 0) -> tuple[int, int]:
+    """(claims, characters per claim) for Decompose's answer on a turn; each retry halves the claims and shortens
+    the claims, so a repeated call never asks the identical question."""
+    claims = (content_words + BOUND_SLACK_CLAIMS) >> retry
+    chars = min(turn_chars + BOUND_SLACK_CHARS, ClaimList.MAX_CLAIM_CHARS) * 2 // (2 + retry)
+    return max(1, min(claims, ClaimList.MAX_CLAIMS)), max(20, chars)
+
+
+def with_claims_bound(signature: type[dspy.Signature], bound: tuple[int, int]) -> type[dspy.Signature]:
+    """``signature`` whose ``claims`` answer is bounded to ``bound`` in the answer's grammar (the prompt text is
+    unchanged)."""
+    return _with_claims_bound(signature, bound)
+
+
+@lru_cache(maxsize=4096)
+def _with_claims_bound(signature: type[dspy.Signature], bound: tuple[int, int]) -> type[dspy.Signature]:
+    field = signature.output_fields["claims"]
+    return signature.with_updated_fields("claims", type_=ClaimList.bounded(*bound), desc=field.json_schema_extra["desc"])
 
 
 NO_REFERENCE = "(no reference document for this turn: use the knowledge store only)"

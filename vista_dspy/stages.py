@@ -106,6 +106,9 @@ class StageCall:
     # (field, labels): read the probability of each label of this field from the answer's token log-probabilities
     # (one distribution per value of the field, ``label_probabilities``), when the judge asks for them.
     label: tuple[str, tuple[str, ...]] | None = None
+    # The signature of retry n (1, 2, ...) after an answer that did not parse: a repeat must change something, or a
+    # deterministic server gives the identical answer again (Decompose: a tighter answer bound).
+    retry_signature: Callable[[int], type[dspy.Signature]] | None = None
 
 
 @dataclass
@@ -271,9 +274,12 @@ class StagedModule(dspy.Module):
         elif call.demos is not None:
             kwargs["demos"] = call.demos
         config: dict[str, Any] = {}
+        if attempt and call.retry_signature is not None:
+            kwargs["signature"] = call.retry_signature(attempt)
         if self.short_answer_tokens and call.stage != "decompose":
             thinking = 3 if call.signature is not None and "reasoning" in call.signature.output_fields else 1
-            config["max_tokens"] = self.short_answer_tokens * call.answers * thinking
+            # A retry gets twice the room per attempt: an answer cut at the cap is not asked identically again.
+            config["max_tokens"] = self.short_answer_tokens * call.answers * thinking << attempt
         if call.label is not None and self.label_probabilities:
             config.update(LABEL_PROBABILITIES_REQUEST)
         if attempt:

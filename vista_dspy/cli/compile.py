@@ -88,13 +88,22 @@ def compile_command(
         help="The base program's judging mode (default: the seed's, per-claim); claims chooses the compiled "
              "program's. " + CLAIM_CALLS_HELP, show_default=False)] = None,
     alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate: the compiled program is saved only if, "
-                                                                 "on --dev, it is right on more turns than the seed "
-                                                                 "and its claim decisions are better with exact "
-                                                                 "McNemar p below this (without human claims: its "
-                                                                 "turns, p below this); 1: any net win.")] = 0.05,
+                                                                 "on --dev, its claim decisions are better than the "
+                                                                 "seed's with exact McNemar p below this and its turn "
+                                                                 "accuracy is at most 2 points below the seed's "
+                                                                 "(without human claims: its turns, p below this); "
+                                                                 "1: any net win.")] = 0.05,
     always_save: Annotated[bool, typer.Option("--always-save", help="Save the compiled program even when it fails "
                                                                     "the gate (the gate is recorded in its "
                                                                     ".meta.json).")] = False,
+    probe: Annotated[Optional[Path], typer.Option(help="rule: start from a recorded probe (a folder of "
+                                                       "benchmarks/probes/, see benchmarks/record_probe.py) instead "
+                                                       "of judging --train: no LM call; the rule is chosen and gated "
+                                                       "two-fold over the probe's halves (--train / --dev unused).",
+                                                  show_default=False)] = None,
+    base_probe: Annotated[Optional[Path], typer.Option(help="With --probe: the seed's probe the gate compares with "
+                                                            "(needed when --probe holds claims added by coverage; "
+                                                            "default: --probe itself).", show_default=False)] = None,
 ) -> None:
     """Compile a VISTA program for one model on --train, then gate it on --dev, which no choice saw: it is saved
     (and used automatically by `vista evaluate --model M`) only if it beats the seed there; otherwise the command
@@ -111,6 +120,12 @@ def compile_command(
 
     if optimizer not in OPTIMIZERS:
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if probe is not None:
+        _compile_from_probe(probe, base_probe, optimizer=optimizer, model=model, name=name, out_dir=out_dir,
+                            alpha=alpha, always_save=always_save)
+        return
+    if base_probe is not None:
+        raise fail("--base-probe applies with --probe only")
     try:
         budgets = parse_demos(demos)
         (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
@@ -173,6 +188,30 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
     sys.stdout.write(f"{path}\n")
 
 
+def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str, model: str | None,
+                        name: str | None, out_dir: Path | None, alpha: float, always_save: bool) -> None:
+    """``vista compile --probe``: the rule chosen and gated on a recorded probe, with no LM."""
+    from ..lm.models import program_name_for
+    from ..optimize.compile import save_compiled
+    from ..optimize.probe_records import ProbeError
+    from ..optimize.rule_gate import compile_from_probe
+
+    if optimizer != "rule":
+        raise fail(f"--probe applies to the rule optimizer, not {optimizer}")
+    name = name or program_name_for(model)
+    try:
+        result = compile_from_probe(probe, base_probe, name=name, alpha=alpha,
+                                    log=lambda message: err.print(message, highlight=False))
+    except (ProbeError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    _print_result(result)
+    if not (result.passed or always_save):
+        err.print(f"nothing saved for {name}: the seed program stays (--always-save saves it anyway)",
+                  highlight=False)
+        return
+    sys.stdout.write(f"{save_compiled(result, name, out_dir)}\n")
+
+
 def _print_result(result) -> None:
     """The compiled program's choices, both programs' scores on dev, and the gate's tests."""
     meta = result.meta
@@ -186,6 +225,7 @@ def _print_result(result) -> None:
         claims = values.get("given_claims", {})
         err.print(f"dev, {side}: turn accuracy {fraction(values.get('turn_accuracy'))}, F1 hallucinated "
                   f"{fraction(values.get('f1_hallucinated'))}"
+                  + (f"; LM calls per judged turn {values['calls_per_turn']}" if "calls_per_turn" in values else "")
                   + (f"; human claims: decision accuracy {fraction(claims.get('claim_decision_accuracy'))}, "
                      f"macro-F1 {fraction(claims.get('claim_macro_f1'))}" if claims else ""), highlight=False)
     for line in result.gate.describe():

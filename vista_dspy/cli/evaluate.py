@@ -104,6 +104,11 @@ CheckGroundingOption = Annotated[Optional[bool], typer.Option(
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
          "--no-check-grounding keeps them (the behaviour before this check)." + SAVED.format("on"),
     show_default=False)]
+CoverageOption = Annotated[Optional[bool], typer.Option(
+    help="Judge the sentences of a turn that no decomposed claim covers (most of their content words in no claim) as "
+         "claims of their own, marked added_by 'coverage' in the verdict: a turn with content never ends with no "
+         "claim. The compiled program for the local model has it on; the seed (the paper's method) off."
+         + SAVED.format("off"), show_default=False)]
 ReasoningOption = Annotated[Optional[str], typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
          "categorize; 'none' for none." + SAVED.format("none"), show_default=False)]
@@ -156,6 +161,7 @@ def evaluate(
     reasoning: ReasoningOption = None,
     explain_verified: ExplainVerifiedOption = None,
     check_grounding: CheckGroundingOption = None,
+    coverage: CoverageOption = None,
     label_probabilities: LabelProbabilitiesOption = None,
     adapter: AdapterOption = None,
     temperature: TemperatureOption = None,
@@ -186,7 +192,8 @@ def evaluate(
     flags = from_flags(context=context, accumulate=accumulate, history=history, zero_shot=zero_shot,
                        contradiction_check=contradiction_check, background=background, claim_calls=claim_calls,
                        decompose_calls=decompose_calls, reasoning=reasoning, explain_verified=explain_verified,
-                       check_grounding=check_grounding, judge_given_claims=judge_given_claims or None)
+                       check_grounding=check_grounding, coverage=coverage,
+                       judge_given_claims=judge_given_claims or None)
     if label_probabilities is not None:
         lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
     judge = _judge(system, program, model, lm_setup, flags, console)

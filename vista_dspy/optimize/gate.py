@@ -2,9 +2,11 @@
 
 The gate compares the two programs on data no choice saw, item by item (exact McNemar on the items only one of
 them gets right): on turns (the label of each judged turn) and, where the data has human claims, on claims (the
-safe/unsafe decision of each human claim, what sets a turn's label). A compiled program passes when it is right on
-more turns than its base and, with claims, its claim decisions are significantly better (p < alpha); without
-claims, its turns must be significantly better. ``alpha`` >= 1 accepts any net win.
+safe/unsafe decision of each human claim, what sets a turn's label). With claims, a compiled program passes when its
+claim decisions are significantly better (p < alpha) and its turn accuracy is not below its base's by more than
+``turn_margin`` (2 points): a program that wins claims and loses turns is refused, and so is one that wins turns by
+calling everything hallucinated (its claim decisions are worse). Without claims, its turns must be significantly
+better. ``alpha`` >= 1 accepts any net win.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 META_VERSION = 1
+TURN_MARGIN = 0.02  # with claims: turn accuracy may fall this much below the base's, no more
 
 
 class PairedTest(BaseModel):
@@ -65,6 +68,13 @@ class Gate(BaseModel):
     turns: PairedTest | None = None
     claims: PairedTest | None = None
     base: str = "seed"
+    turn_margin: float = TURN_MARGIN
+
+    @property
+    def turns_within_margin(self) -> bool:
+        """Turn accuracy not below the base's by more than ``turn_margin``."""
+        return (self.turns is not None and self.turns.items > 0
+                and (self.turns.candidate_right - self.turns.base_right) / self.turns.items >= -self.turn_margin)
 
     @property
     def passed(self) -> bool:
@@ -72,15 +82,15 @@ class Gate(BaseModel):
             return False
         if self.claims is None:
             return self.turns.wins(self.alpha)
-        return self.turns.wins(self.alpha, significant=False) and self.claims.wins(self.alpha)
+        return self.turns_within_margin and self.claims.wins(self.alpha)
 
     def describe(self, candidate: str = "compiled program") -> list[str]:
         """One line per test, then the verdict."""
         base = f"{self.base} program"
         lines = [test.describe(what, candidate, base) for what, test in (("turns", self.turns),
                                                                          ("claim decisions", self.claims)) if test]
-        rule = ("more turns right and significantly better claim decisions" if self.claims is not None
-                else "significantly more turns right")
+        rule = (f"significantly better claim decisions, turn accuracy at most {self.turn_margin:.0%} below the "
+                f"{base}'s" if self.claims is not None else "significantly more turns right")
         lines.append(f"gate ({rule}, alpha {self.alpha}): {'passed' if self.passed else 'failed'}"
                      if self.turns is not None else "gate: no paired turns to test (failed)")
         return lines

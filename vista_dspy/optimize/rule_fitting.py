@@ -29,6 +29,7 @@ from ..decision import (
     decide,
     feature_matrix,
     features,
+    most_doubtful,
 )
 from ..evidence import CUES, evidence_of
 from ..metrics import match_claims
@@ -95,8 +96,9 @@ def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialog
                 probabilities = claim.probabilities
                 verify = probabilities.verify if probabilities else None
                 categorize = probabilities.categorize if probabilities and judge != "VERIFIED" else None
-                rows.append(ClaimRow(claim.claim, evidence.cues(claim.claim), verify, categorize, judge,
-                                     gold_category, probabilities.categorize if probabilities else None))
+                rows.append(ClaimRow(claim.claim, evidence.cues(claim.claim, added=claim.added_by == "coverage"),
+                                     verify, categorize, judge, gold_category,
+                                     probabilities.categorize if probabilities else None))
             turns.append(TurnRows(verdict.dialogue_id, turn.turn_index, turn.gold_label, rows,
                                   failed=turn.error is not None,
                                   decompose_calls=(decompose_calls.calls if decompose_calls else 0) / judged))
@@ -218,7 +220,7 @@ class TurnDecision:
 def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True) -> TurnDecision:
     """A turn's claims decided as the deployed program decides them: the judge's labels (no rule), or the rule --
     the cascade first, then the judged model where Verify's probabilities exist (``judge``: the judge was asked at
-    all; False is the evidence baseline)."""
+    all; False is the evidence baseline), then the turn's most doubtful claim (``decision.most_doubtful``)."""
     from ..scoring import turn_label
 
     categories: list[str] = []
@@ -232,8 +234,12 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
             decision = early or decide(rule, row.cues, row.verify, row.categorize, row.judge)
             category, p, alone = decision.category.value, decision.p_unsafe, early is not None
         categories.append(category)
-        p_unsafe.append(p)
+        p_unsafe.append(None if p is None else round(p, 4))  # as a verdict records it
         evidence_only.append(alone)
+    if rule is not None:
+        flip = most_doubtful(rule, p_unsafe, categories)
+        if flip is not None:
+            categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
     label = turn_label([Category(c) for c in categories], failed=turn.failed)
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
 

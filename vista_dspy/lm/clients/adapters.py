@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -71,7 +72,31 @@ def _demo_key(signature, demo) -> tuple:
 
 
 class JSONAdapter(_PromptPartsMemo, dspy.JSONAdapter):
-    """dspy.JSONAdapter with the system message and demos formatted once per predictor (see _PromptPartsMemo)."""
+    """dspy.JSONAdapter with the system message and demos formatted once per predictor (see _PromptPartsMemo), and
+    with a list field's per-call answer bound in the answer's schema (``_bound_answers``)."""
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        _bound_answers(lm_kwargs.get("response_format"), signature)
+
+
+def _bound_answers(response_format: Any, signature) -> None:
+    """Tighten the answer schema of each output field whose type carries an ``answer_bound`` (items, characters per
+    item; ``signatures.ClaimList``): a server that turns the schema into a grammar (llama.cpp) ends the list there.
+    The prompt keeps the type's own schema, so the cached prompt prefix is the same for every bound."""
+    bounds = {name: bound for name, field in signature.output_fields.items()
+              if (bound := getattr(field.annotation, "answer_bound", None))}
+    if not bounds or not (isinstance(response_format, type) and hasattr(response_format, "model_json_schema")):
+        return
+    schema = copy.deepcopy(response_format.model_json_schema())
+    for name, (items, chars) in bounds.items():
+        field_schema = schema.get("properties", {}).get(name)
+        if field_schema is None or field_schema.get("type") != "array":
+            continue
+        field_schema["maxItems"] = items
+        if isinstance(field_schema.get("items"), dict):
+            field_schema["items"]["maxLength"] = chars
+    response_format.model_json_schema = lambda *args, **kwargs: schema  # a model built for this call alone
 
 
 class ChatAdapter(_PromptPartsMemo, dspy.ChatAdapter):

@@ -1,0 +1,64 @@
+"""Record a real-model probe (a run folder of ``decision_probe.py``) as committed data: ``benchmarks/probes/NAME/``
+with ``turns.jsonl`` (no dataset text: ids, the model's claims, cues, probabilities, labels, matched judgements; see
+``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, program hash, model, date, data sha256, wall time).
+
+    python benchmarks/record_probe.py RUN_DIR NAME --command "python benchmarks/decision_probe.py ..." \
+        --commit f02bc3d --date 2026-12-02 --seconds 2910
+
+The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
+(``vista compile --optimizer rule --probe``, ``benchmarks/rule_table.py``) read the record alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from decision_probe import DEFAULT_DATA  # noqa: E402 (this folder)
+
+from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.optimize.probe_records import write_probe
+from vista_dspy.optimize.rule_fitting import turns_of
+from vista_dspy.run.runner import VERDICTS, read_verdicts
+
+PROBES = Path(__file__).parent / "probes"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the probe's run folder (verdicts.jsonl, run.json)")
+    parser.add_argument("name", help="the record's folder name under benchmarks/probes/")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--command", required=True, help="the command that ran the probe")
+    parser.add_argument("--commit", required=True, help="the commit it ran at")
+    parser.add_argument("--date", required=True)
+    parser.add_argument("--seconds", type=float, default=None, help="its wall time, if known")
+    parser.add_argument("--model", default="local (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, 2 cores)")
+    parser.add_argument("--note", default=None)
+    args = parser.parse_args()
+
+    dialogues = load_dialogues(args.data)
+    by_id = {d.id: d for d in dialogues}
+    half_of = {d.id: part for part in ("train", "dev") for d in part_of(dialogues, part)}
+    verdicts = read_verdicts(args.run / VERDICTS)
+    turns = turns_of(verdicts, by_id)
+    run = json.loads((args.run / "run.json").read_text()) if (args.run / "run.json").is_file() else {}
+    meta = {"command": args.command, "commit": args.commit, "date": args.date, "model": args.model,
+            "program": run.get("program"), "program_sha256": run.get("program_sha256"),
+            "options": verdicts[0].options if verdicts else {},
+            "data": {"file": args.data.name, "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+                     "dialogues": len(verdicts), "of": sum(bool(d.judged_turns) for d in dialogues)},
+            "seconds": args.seconds,
+            "seconds_per_judged_turn": round(args.seconds / len(turns), 1) if args.seconds and turns else None,
+            "halves": "vista_dspy.data.part_of(dialogues, 'train' / 'dev'): the seeded split by dialogue",
+            "note": args.note}
+    out = write_probe(PROBES / args.name, turns, half_of, meta)
+    print(f"{out}: {len(turns)} turns, {sum(len(t.rows) for t in turns)} claims")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

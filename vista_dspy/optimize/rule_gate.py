@@ -1,0 +1,302 @@
+"""One rule for claims and turns, and the gate a rule-compiled program must pass, computed from a recorded probe (no
+LM call): the arithmetic that ``vista compile --optimizer rule --probe DIR`` and ``benchmarks/rule_table.py`` run.
+
+- ``fit_two_thresholds``: the rule's models fitted on the claims of some turns, then two thresholds chosen on
+  cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for
+  the claim decisions, then the lower turn threshold for the most doubtful claim of each turn
+  (``decision.most_doubtful``) for the turn labels. A turn needs every unsafe claim found; a claim only its own.
+- ``two_fold``: every turn decided by a recipe run on the other half of the file only.
+- ``gate``: claim decisions significantly better than the base's (exact McNemar on the claims both decided, each
+  with an annotators' judgement) and turn accuracy not worse by more than ``TURN_MARGIN``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..decision import UNSAFE_CATEGORIES, Band, DecisionRule, most_doubtful
+from .gate import TURN_MARGIN, Gate, PairedTest
+from .rule_fitting import (
+    BANDS,
+    FEATURE_SETS,
+    THRESHOLDS,
+    TurnDecision,
+    TurnRows,
+    calls_per_turn,
+    cross_fitted,
+    fit_rule,
+    replay,
+    scores,
+    turn_rights,
+    with_cascade,
+)
+
+if TYPE_CHECKING:
+    from .compile import CompileResult
+
+
+def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | None) -> list[tuple[list[str], str]]:
+    """Per turn: each claim's category as safe / unsafe (VERIFIED standing for any safe class; a claim the rule did
+    not decide keeps its category) and the turn's label, with the claims' P(unsafe) cut at ``claim`` and the turn's
+    most doubtful claim at ``turn``: the deployed rule's arithmetic (``most_doubtful``, ``scoring.turn_label``)."""
+    from ..schema import Category
+    from ..scoring import turn_label
+
+    rule = DecisionRule.model_construct(turn_threshold=turn)
+    out = []
+    for d in decided:
+        categories = [c if p is None else "LACKING EVIDENCE" if p >= claim else "VERIFIED"
+                      for p, c in zip(d.p_unsafe, d.categories)]
+        flip = most_doubtful(rule, d.p_unsafe, categories)
+        if flip is not None:
+            categories[flip] = "LACKING EVIDENCE"
+        out.append((categories, turn_label([Category(c) for c in categories], failed=d.turn.failed)))
+    return out
+
+
+def _accuracies(decided: Sequence[TurnDecision], claim: float, turn: float | None) -> tuple[float, float]:
+    """(turn accuracy, claim decision accuracy) at these thresholds (an unknown turn counts wrong)."""
+    turns_right = claims_right = claims = turns = 0
+    for d, (categories, label) in zip(decided, at_thresholds(decided, claim, turn)):
+        if d.turn.gold_label in ("hallucinated", "faithful"):
+            turns += 1
+            turns_right += label == d.turn.gold_label
+        for c, row in zip(categories, d.turn.rows):
+            if row.gold is not None:
+                claims += 1
+                claims_right += (c in UNSAFE_CATEGORIES) == (row.gold in UNSAFE_CATEGORIES)
+    return turns_right / max(turns, 1), claims_right / max(claims, 1)
+
+
+def choose_thresholds(decided: Sequence[Sequence[TurnDecision]]) -> dict[str, float]:
+    """The claim threshold with the best claim decisions, then the turn threshold (at most the claim threshold;
+    equal: no lower bar) with the most turns right, then the best claim decisions; ties go to the threshold nearest
+    0.5. ``decided``: one or more cross-fittings of the same turns (P(unsafe) from models that did not see their
+    dialogue); each accuracy is their mean, so that one split's luck does not pick the threshold."""
+    def mean(claim: float, turn: float | None) -> tuple[float, float]:
+        pairs = [_accuracies(d, claim, turn) for d in decided]
+        return sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs)
+
+    claim = max(THRESHOLDS, key=lambda t: (mean(t, None)[1], -abs(t - 0.5)))
+    turn = max((t for t in THRESHOLDS if t <= claim), key=lambda t: (*mean(claim, t), -abs(t - 0.5)))
+    turns, claims = mean(claim, turn)
+    return {"claim": claim, "turn": turn, "turn_accuracy": round(turns, 4), "claim_decisions": round(claims, 4)}
+
+
+REPEATS = 5  # cross-fittings (random halves of the dialogues) whose mean accuracy chooses the thresholds
+
+
+def random_halves(turns: Sequence[TurnRows], repeat: int) -> dict[str, int]:
+    """Dialogue id -> fold 0 / 1: the ``repeat``-th seeded random split of ``turns``' dialogues in two."""
+    import random
+
+    ids = sorted({t.dialogue_id for t in turns})
+    random.Random(repeat).shuffle(ids)
+    return {dialogue_id: i % 2 for i, dialogue_id in enumerate(ids)}
+
+
+def fit_two_thresholds(turns: Sequence[TurnRows], features: Sequence[str], *, repeats: int = REPEATS
+                       ) -> tuple[DecisionRule, dict[str, Any]]:
+    """A rule over ``features`` fitted on every claim of ``turns``, its thresholds chosen on ``repeats``
+    cross-fittings over random halves of the dialogues (``choose_thresholds``)."""
+    inner = [cross_fitted(turns, random_halves(turns, r), lambda part: fit_rule(part, features))[0]
+             for r in range(repeats)]
+    chosen = choose_thresholds(inner)
+    rule = fit_rule(turns, features)
+    role = "judged" if rule.judged is not None else "evidence"
+    model = getattr(rule, role).model_copy(update={"threshold": chosen["claim"]})
+    turn = chosen["turn"] if chosen["turn"] < chosen["claim"] else None
+    rule = rule.model_copy(update={role: model, "turn_threshold": turn})
+    return DecisionRule.model_validate(rule.model_dump()), chosen
+
+
+# The features of the rule: the cues and Verify's probability (asked of every claim) when the endpoint gives
+# probabilities, else the cues. Not chosen per fit: on the 59-turn halves of the dev file the choice among
+# ``rule_fitting.FEATURE_SETS`` flipped between halves and lost more than it won (benchmarks/RESULTS.md, "One rule
+# for claims and turns"); Categorize's distribution exists only for the claims Verify did not verify.
+WITH_JUDGE = "evidence + verify"
+WITHOUT_JUDGE = "evidence"
+
+
+def choose_two_threshold_rule(turns: Sequence[TurnRows], log: Callable[[str], None] = lambda message: None
+                              ) -> tuple[DecisionRule, dict[str, Any]]:
+    """The two-threshold rule over the cues and Verify's probability (the cues alone when the probe has no
+    probabilities), fitted on all ``turns`` (``fit_two_thresholds``). No cascade: every claim is asked."""
+    has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
+    chosen = WITH_JUDGE if has_probabilities else WITHOUT_JUDGE
+    rule, record = fit_two_thresholds(turns, FEATURE_SETS[chosen])
+    log(f"   {chosen}: claim threshold {record['claim']:.2f}, turn threshold {record['turn']:.2f}; cross-fitted "
+        f"turns {record['turn_accuracy']:.3f}, claim decisions {record['claim_decisions']:.3f}")
+    record["features"] = chosen
+    rule = with_cascade(rule, None) if rule.judged is not None else rule.evidence_only().model_copy(
+        update={"turn_threshold": rule.turn_threshold})
+    return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
+        "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
+        "source": "decomposed claims, labelled through the human claims they match", "features": chosen,
+        "thresholds": {k: record[k] for k in ("claim", "turn")}}}), record
+
+
+Recipe = Callable[[Sequence[TurnRows]], DecisionRule]
+
+
+def two_fold(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Recipe, *, judge: bool = True
+             ) -> tuple[list[TurnDecision], dict[str, DecisionRule]]:
+    """Every turn decided by the rule that ``recipe`` chose on the other half only (``half_of``: dialogue id ->
+    half name; two halves). Returns (decisions in ``turns`` order, {half: the rule that decided it})."""
+    halves = sorted(set(half_of[t.dialogue_id] for t in turns))
+    if len(halves) != 2:
+        raise ValueError(f"two_fold needs turns of two halves, got {halves}")
+    rules = {half: recipe([t for t in turns if half_of[t.dialogue_id] != half]) for half in halves}
+    return [replay([t], rules[half_of[t.dialogue_id]], judge=judge)[0] for t in turns], rules
+
+
+def claim_key(turn: TurnRows, position: int) -> tuple[str, int, str]:
+    return turn.dialogue_id, turn.turn_index, turn.rows[position].claim
+
+
+def paired_claims(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision]) -> tuple[list[bool], list[bool]]:
+    """(candidate right, base right) on the claims both decided that carry an annotators' judgement, matched by
+    dialogue, turn and claim text (a claim added by coverage has no counterpart in a base without it)."""
+    def rights(decided: Sequence[TurnDecision]) -> dict[tuple, bool]:
+        return {claim_key(d.turn, i): (c in UNSAFE_CATEGORIES) == (r.gold in UNSAFE_CATEGORIES)
+                for d in decided for i, (c, r) in enumerate(zip(d.categories, d.turn.rows))
+                if r.gold is not None and r.cues.get("coverage", 0.0) == 0.0}
+
+    mine, theirs = rights(candidate), rights(base)
+    common = [k for k in mine if k in theirs]
+    return [mine[k] for k in common], [theirs[k] for k in common]
+
+
+def paired_turns(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision]) -> tuple[list[bool], list[bool]]:
+    """(candidate right, base right) on the turns both decided, matched by dialogue and turn."""
+    def rights(decided: Sequence[TurnDecision]) -> dict[tuple, bool]:
+        scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
+        return {(d.turn.dialogue_id, d.turn.turn_index): right for d, right in zip(scored, turn_rights(scored))}
+
+    mine, theirs = rights(candidate), rights(base)
+    common = [k for k in mine if k in theirs]
+    return [mine[k] for k in common], [theirs[k] for k in common]
+
+
+def gate(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision], *, alpha: float = 0.05,
+         margin: float = TURN_MARGIN, base_name: str = "seed") -> Gate:
+    """``gate.Gate`` of ``candidate`` against ``base`` on the same turns: claims significantly better, turns not
+    worse by more than ``margin``."""
+    claims = PairedTest.of(*paired_claims(candidate, base))
+    turns = PairedTest.of(*paired_turns(candidate, base))
+    return Gate(alpha=alpha, turns=turns, claims=claims, base=base_name, turn_margin=margin)
+
+
+def seed_decisions(turns: Sequence[TurnRows]) -> list[TurnDecision]:
+    """The judge's own labels (the seed program, no rule)."""
+    return replay(turns, None)
+
+
+def summary(decided: Sequence[TurnDecision]) -> dict[str, Any]:
+    """Turn and claim scores under the names a program's meta uses (``optimize.DevScore``'s)."""
+    s = scores(decided)
+    claims = s["claims"]
+    return {"turns": s["turns"], "turn_accuracy": s["accuracy"], "precision_hallucinated": s["precision"],
+            "recall_hallucinated": s["recall"], "f1_hallucinated": s["f1"], "false_alarms": s["false_alarms"],
+            "misses": s["misses"], "calls_per_turn": s["calls_per_turn"], "given_claims": {
+                "claims": claims.get("claims"), "claim_decision_accuracy": claims.get("decision_accuracy"),
+                "claim_accuracy": claims.get("accuracy"), "claim_macro_f1": claims.get("macro_f1")}}
+
+
+# ---- compiling from a recorded probe ---------------------------------------------------------------------------------
+CASCADE_CALLS = 0.6  # the cascade goes in only if LM calls per judged turn fall to this share of the base's ...
+CASCADE_TURNS = 0.02  # ... at turn accuracy within this of the rule without it
+
+
+def cascade_choice(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Recipe,
+                   decided: Sequence[TurnDecision], base: Sequence[TurnDecision]) -> tuple[Band | None, dict[str, Any]]:
+    """The widest cascade band (``rule_fitting.BANDS``) whose two-fold decisions ask at most ``CASCADE_CALLS`` of
+    the base's LM calls per judged turn at turn accuracy within ``CASCADE_TURNS`` of ``decided`` (the rule without
+    a cascade); None when no band does."""
+    without = scores(decided)["accuracy"]
+    ceiling = CASCADE_CALLS * calls_per_turn(base)
+    record: dict[str, Any] = {"calls_ceiling": round(ceiling, 2), "turn_accuracy_floor": round(without -
+                                                                                              CASCADE_TURNS, 4)}
+    chosen = None
+    for band in reversed(BANDS):
+        trial, _ = two_fold(turns, half_of, lambda part, band=band: with_cascade(recipe(part), band))
+        s = scores(trial)
+        ok = s["calls_per_turn"] <= ceiling and s["accuracy"] >= without - CASCADE_TURNS
+        record[f"{band.low:.2f}-{band.high:.2f}"] = {"turn_accuracy": s["accuracy"], "calls_per_turn":
+                                                     s["calls_per_turn"], "kept": ok}
+        if ok:
+            chosen = band
+            break
+    record["chosen"] = f"{chosen.low:.2f}-{chosen.high:.2f}" if chosen else None
+    return chosen, record
+
+
+def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str = "local", alpha: float = 0.05,
+                       log: Callable[[str], None] = lambda message: None) -> CompileResult:
+    """The ``rule`` optimizer on a recorded probe, with no LM: the two-threshold rule (``choose_two_threshold_rule``)
+    scored two-fold over the probe's halves against the base's own labels (``base_probe``'s, else the probe's:
+    the seed program), gated (``gate``), the cascade tried (``cascade_choice``), then fitted on every turn. The
+    program is the seed's demos and instructions, the probe's judging options (coverage) and the rule."""
+    import time
+
+    import dspy
+
+    from .gate import ProgramMeta
+    from .compile import CompileResult
+    from .probe_records import read_probe
+    from ..program import Vista
+
+    started = time.perf_counter()
+    turns, half_of, meta = read_probe(probe)
+    has_coverage = any(r.cues.get("coverage", 0.0) == 1.0 for t in turns for r in t.rows)
+    if has_coverage and base_probe is None:
+        raise ValueError(f"{probe} holds claims added by coverage: give the seed's probe as the base "
+                         "(--base-probe), so that the gate compares with the seed's own labels")
+    base_turns, _, base_meta = read_probe(base_probe) if base_probe else (turns, half_of, meta)
+    base = seed_decisions(base_turns)
+
+    def recipe(part: Sequence[TurnRows]) -> DecisionRule:
+        return choose_two_threshold_rule(part)[0]
+
+    log(f"two-fold over {len(turns)} turns ({len(set(half_of.values()))} halves of {len(half_of)} dialogues)")
+    decided, rules = two_fold(turns, half_of, recipe)
+    verdict = gate(decided, base, alpha=alpha)
+    for line in verdict.describe():
+        log(f"  {line}")
+    band, cascade_record = cascade_choice(turns, half_of, recipe, decided, base)
+    log(f"  cascade: {cascade_record['chosen'] or 'none'} (calls ceiling {cascade_record['calls_ceiling']})")
+    without_cascade = verdict
+    if band is not None:  # what ships is gated: the rule with its cascade
+        cascaded, _ = two_fold(turns, half_of, lambda part: with_cascade(recipe(part), band))
+        verdict = gate(cascaded, base, alpha=alpha)
+        for line in verdict.describe():
+            log(f"  with the cascade: {line}")
+    rule, record = choose_two_threshold_rule(turns, log=log)
+    if band is not None:
+        rule = with_cascade(rule, band)
+    program = Vista.from_program(None, coverage=has_coverage)
+    program.rule = rule
+    program.program_name = name
+    program_meta = ProgramMeta(
+        program=name, model=meta.get("model"), model_name=name, optimizer="rule",
+        settings={"probe": str(probe), "base_probe": str(base_probe) if base_probe else None, "alpha": alpha,
+                  "turn_margin": verdict.turn_margin, "features": record["features"], "split":
+                  "two-fold over the probe's halves (vista_dspy.data.part_of 'train' / 'dev'): each turn decided "
+                  "by the rule chosen on the other half; thresholds chosen on 5 cross-fittings within a half"},
+        train={"probe": {k: meta.get(k) for k in ("command", "commit", "date", "program_sha256", "data", "counts",
+                                                  "seconds")}},
+        dev={"base_probe": {k: base_meta.get(k) for k in ("command", "commit", "date", "program_sha256", "data",
+                                                          "counts", "seconds")}},
+        scores={"base": summary(base), "compiled": summary(cascaded if band is not None else decided),
+                "compiled_without_cascade": summary(decided),
+                "rules_per_half": {h: r.model_dump(mode="json") for h, r in rules.items()}},
+        gate={**verdict.as_dict(), "without_cascade": without_cascade.as_dict() if band is not None else None},
+        choice={**record, "cascade": cascade_record}, options=program.options.saved(),
+        rule=rule.model_dump(mode="json"), demos={n: len(p.demos) for n, p in program.named_predictors()},
+        cost={"calls": 0, "seconds_choosing": round(time.perf_counter() - started, 1),
+              "seconds_total": round(time.perf_counter() - started, 1),
+              "probe_seconds": meta.get("seconds"), "machine": "2 cores (the probe's and this compile's)"},
+        dspy_version=dspy.__version__)
+    return CompileResult(program=program, meta=program_meta, gate=verdict)
