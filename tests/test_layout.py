@@ -202,13 +202,13 @@ def test_the_records_scoring_and_metrics_import_without_dspy_or_litellm():
     assert done.stdout.strip() == "[]"
 
 
-def test_the_public_api_is_the_same():
+def test_the_public_api_is_the_same_plus_the_reward():
     import vista_dspy
 
     assert vista_dspy.__all__ == ["Category", "ClaimVerdict", "DecisionRule", "Dialogue", "DialogueVerdict",
                                   "GoldClaim", "Grounding", "JudgeOptions", "Turn", "TurnGold", "TurnVerdict",
-                                  "Vista", "VistaMetric"]
-    from vista_dspy import DecisionRule, JudgeOptions, Vista, VistaMetric  # noqa: F401
+                                  "Vista", "VistaMetric", "VistaReward"]
+    from vista_dspy import DecisionRule, JudgeOptions, Vista, VistaMetric, VistaReward  # noqa: F401
     from vista_dspy.decision import DecisionRule as defined
 
     assert DecisionRule is defined

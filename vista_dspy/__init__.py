@@ -4,7 +4,8 @@ The method is at the package root, readable top to bottom as the paper's algorit
 ``signatures``, ``program``, ``stages``, ``batching``, ``prompts``, ``grounding``, ``evidence``, ``decision``,
 ``scoring``, ``metrics``, ``seed``, ``baselines``); the folders hold the rest: ``data/`` (loaders), ``compiled/``
 (program files), ``lm/`` (models, clients, the embedded server), ``optimize/`` (choosing a program), ``run/``
-(batch runs, VISTA as a metric or a test assertion), ``experiments/`` (benchmarks, tables, reports) and ``cli/``.
+(batch runs, VISTA as a metric, a reward or a test assertion), ``experiments/`` (benchmarks, tables, reports) and
+``cli/``.
 Names below load their module on first use, so the typed records import without DSPy.
 """
 
@@ -20,6 +21,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     "options": ("JudgeOptions",),
     "program": ("Vista",),
     "run.judge_metric": ("VistaMetric",),
+    "run.reward": ("VistaReward",),
     "schema": ("Category", "ClaimVerdict", "Dialogue", "DialogueVerdict", "GoldClaim", "Grounding", "Turn",
                "TurnGold", "TurnVerdict"),
 })

@@ -57,6 +57,9 @@ from .signatures import (
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
 Steps = Generator[list[StageCall], list[StageResult], Any]
+# The rule the evidence system decides with when the program has none: cues fitted on the human claims of
+# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
+EVIDENCE_PROGRAM = "evidence"
 
 
 class ClaimsOfTurn(NamedTuple):
@@ -128,6 +131,17 @@ class Vista(StagedModule):
         module.load_state(file.state)
         module.program_name = file.name
         return module
+
+    @classmethod
+    def evidence_from_program(cls, program: str | Path | ProgramFile | None = None, **changes: Any) -> Vista:
+        """The evidence system (``vista evaluate --system evidence``): ``program``'s claims decided by the evidence
+        cues alone (its rule's evidence model, or the shipped evidence rule when it has none), so Decompose is the
+        only LM call."""
+        judge = cls.from_program(program, **changes)
+        rule = judge.rule or cls.from_program(EVIDENCE_PROGRAM).rule
+        judge.rule = rule.evidence_only()
+        judge.program_name = f"{judge.program_name}+evidence-only"
+        return judge
 
     @classmethod
     def for_model(cls, model: str | None, **changes: Any) -> Vista:
@@ -214,9 +228,25 @@ class Vista(StagedModule):
         """Decompose alone (with the grounding check), as end to end: the claims of each judged turn, and the usage.
         A stage-wise reading for choosing Decompose's demos."""
         usage = Usage()
+        claims = self._drive(self._claims_of_turns(dialogue, dialogue.judged_turns, usage))
+        return {i: c.texts for i, c in claims.items()}, usage
+
+    def common_ground(self, dialogue: Dialogue) -> tuple[dict[int, ClaimsOfTurn], Usage]:
+        """The claims of the dialogue's unjudged assistant turns (VISTA's "N/A" grounding), decomposed as judging
+        the dialogue decomposes them (per turn), and the usage. They depend on the dialogue up to each such turn
+        only: a judge of many responses to one history computes them once and gives them to ``judge_claims``."""
+        usage = Usage()
+        return self._drive(self._claims_of_turns(dialogue, _unjudged_assistant_turns(dialogue), usage)), usage
+
+    async def acommon_ground(self, dialogue: Dialogue) -> tuple[dict[int, ClaimsOfTurn], Usage]:
+        usage = Usage()
+        return await self._adrive(self._claims_of_turns(dialogue, _unjudged_assistant_turns(dialogue), usage)), usage
+
+    def _claims_of_turns(self, dialogue: Dialogue, indices: list[int], usage: Usage) -> Steps:
+        """{turn index: ClaimsOfTurn} for the assistant turns at ``indices``, decomposed and cleaned."""
         signature = self._signature("decompose", self.decompose.signature, history=False)
-        results = self._drive(self._decompose(dialogue, dialogue.judged_turns, signature, usage))
-        return {i: self._decomposed_claims(results[i], dialogue, i).texts for i in dialogue.judged_turns}, usage
+        results = (yield from self._decompose(dialogue, indices, signature, usage)) if indices else {}
+        return {i: self._decomposed_claims(results[i], dialogue, i) for i in indices}
 
     def decompose_inputs(self, dialogue: Dialogue, index: int) -> dict[str, str]:
         """What Decompose sees for turn ``index`` (also used to build demos from human claims)."""
@@ -411,3 +441,8 @@ class Vista(StagedModule):
         return ContradictionVerdict(
             contradicts=bool(result.prediction.contradicts), explanation=result.prediction.explanation or ""
         )
+
+
+def _unjudged_assistant_turns(dialogue: Dialogue) -> list[int]:
+    return [i for i, t in enumerate(dialogue.turns) if t.role == "assistant" and not t.judged]
+

@@ -46,9 +46,6 @@ DATASETS: dict[str, str] = {
     "rgm-contradictions": "rgm_contradiction",
 }
 SYSTEM_NAMES = ("vista", "vista-ctx", "evidence", "factscore", "factscore-nosplit", "judge")
-# The rule the evidence baseline decides with when the program has none: cues fitted on the human claims of
-# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
-EVIDENCE_PROGRAM = "evidence"
 # VISTA ablations: run as extra systems named vista-<ablation>.
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no-ac": {"accumulate": False},
@@ -103,11 +100,7 @@ def build_system(name: str, *, program: str | None = None, short_answer_tokens: 
     if name in BASELINES:
         return BASELINES[name](short_answer_tokens=short_answer_tokens)
     if name == "evidence":
-        judge = Vista.from_program(program, short_answer_tokens=short_answer_tokens, **dict(changes or {}))
-        rule = judge.rule or Vista.from_program(EVIDENCE_PROGRAM).rule
-        judge.rule = rule.evidence_only()
-        judge.program_name = f"{judge.program_name}+evidence-only"
-        return judge
+        return Vista.evidence_from_program(program, short_answer_tokens=short_answer_tokens, **dict(changes or {}))
     options: dict[str, Any] = dict(changes or {})
     if name == "vista-ctx":
         options["use_context"] = True

@@ -70,18 +70,26 @@ class VistaMetric:
             every claim safe.
         parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
             failures in a row stop the optimization with ``JudgeEndpointDown``).
+        system: "vista" (the program's method) or "evidence" (the program's claims decided by its evidence model
+            alone: Decompose is the only LM call, as ``vista evaluate --system evidence``).
         **options: judging options of the program (``JudgeOptions`` names), e.g. ``claim_calls="batched"``.
     """
 
     def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
                  history_field: str = "history", document_field: str = "document",
                  response_field: str = "response", threshold: float = 1.0, parse_retries: int = 2,
-                 stop_after: int = 3, port: int | None = None, **options: Any) -> None:
+                 stop_after: int = 3, port: int | None = None, system: str = "vista", **options: Any) -> None:
         from ..lm.models import program_for_model
 
         self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
         self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
-        self.judge = Vista.from_program(program or program_for_model(self.model), **{**endpoint, **options})
+        program, settings = program or program_for_model(self.model), {**endpoint, **options}
+        if system == "evidence":
+            self.judge = Vista.evidence_from_program(program, **settings)
+        elif system == "vista":
+            self.judge = Vista.from_program(program, **settings)
+        else:
+            raise ValueError(f"unknown system {system!r}: vista or evidence")
         if self._server is not None:
             self._server.program_key = self.judge.content_hash()  # its warm start
         self.fields = {"history": history_field, "document": document_field, "response": response_field}
@@ -149,10 +157,12 @@ class VistaMetric:
         raise JudgeFailed(f"no claim of the response could be judged: "
                           f"{turn.error or next(c.error for c in turn.claims if c.error)}")
 
-    def dialogue(self, example: Any, prediction: Any) -> Dialogue:
+    def dialogue(self, example: Any, prediction: Any, background: Sequence[str] = ()) -> Dialogue:
         """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
-        the response judged against the document (or the knowledge store alone, without one)."""
-        turns, background = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
+        the response judged against the document (or the knowledge store alone, without one). ``background``:
+        facts that seed the knowledge store, before the history's system messages."""
+        turns, said_as_system = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
+        background = [*(str(fact).strip() for fact in background if str(fact).strip()), *said_as_system]
         document = self._field(example, prediction, "document")
         response = self._field(prediction, None, "response")
         if not isinstance(response, str):

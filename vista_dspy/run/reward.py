@@ -1,0 +1,588 @@
+"""VISTA as a reward for training a dialogue model: a callable in the trainers' convention (TRL's GRPOTrainer,
+OpenRLHF, verifiers), ``reward(prompts, completions, **columns) -> list[float | None]``.
+
+Each completion is judged as VISTA judges an assistant turn (``VistaMetric``'s dialogue: the prompt's earlier
+assistant turns are common ground, the completion is verified against the row's passages). What VISTA derives from
+the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
+completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
+request slots as ``vista evaluate --concurrency``) and the judge's LM cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+from pydantic import ValidationError
+
+from ..schema import Category, Dialogue, DialogueVerdict, TurnVerdict, Usage
+from ..stages import CallFailures, EndpointDown
+from .judge_metric import VistaMetric
+
+logger = logging.getLogger(__name__)
+
+# Where a dataset keeps a turn's passages (the first one present is read), and its background facts / persona.
+PASSAGE_COLUMNS = ("retrieved_context", "retrieved_contexts", "context", "document")
+BACKGROUND_COLUMNS = ("background", "persona")
+# Safe claims that inform of nothing checkable.
+UNINFORMATIVE = (Category.OUT_OF_SCOPE, Category.ABSTENTION)
+
+
+# ---- shapes: a judged completion -> a number --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tally:
+    """The judged claims of one completion, counted by what they do for a reward."""
+
+    verified: int  # VERIFIED: supported content
+    uninformative: int  # OUT-OF-SCOPE and ABSTENTION: safe, but they inform of nothing checkable
+    unsafe: int  # CONTRADICTED and LACKING EVIDENCE
+    hallucinated: bool  # VISTA's turn label (an unsafe claim, or the contradiction check fired)
+
+    @property
+    def judged(self) -> int:
+        return self.verified + self.uninformative + self.unsafe
+
+    @classmethod
+    def of(cls, turn: TurnVerdict) -> Tally:
+        categories = [c.category for c in turn.claims]
+        return cls(verified=categories.count(Category.VERIFIED),
+                   uninformative=sum(c in UNINFORMATIVE for c in categories),
+                   unsafe=categories.count(Category.CONTRADICTED) + categories.count(Category.LACKING_EVIDENCE),
+                   hallucinated=turn.label == "hallucinated")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The numbers the shapes read (see ``VistaReward``)."""
+
+    min_claims: int = 3
+    uninformative_credit: float = 0.1
+    unsafe_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.min_claims < 1:
+            raise ValueError(f"min_claims must be at least 1, not {self.min_claims}")
+        if not 0 <= self.uninformative_credit * self.min_claims < 1:
+            raise ValueError(
+                f"uninformative_credit x min_claims must be in [0, 1) (got {self.uninformative_credit} x "
+                f"{self.min_claims}): above it, a refusal or an answer of opinions could outscore a faithful "
+                "answer with one verified claim")
+        if self.unsafe_penalty <= 0:
+            raise ValueError(f"unsafe_penalty must be positive, not {self.unsafe_penalty}")
+
+
+def informative(tally: Tally, weights: Weights) -> float:
+    """The default: a faithful completion earns its VERIFIED claims (and ``uninformative_credit`` per OUT-OF-SCOPE or
+    ABSTENTION claim) over max(judged claims, ``min_claims``), in [0, 1]; a hallucinated one loses its unsafe claims
+    over the same, in [-1, 0). Saying nothing earns 0, refusing or opining at most ``uninformative_credit``, and a
+    faithful completion with one VERIFIED claim more than that, since ``uninformative_credit * min_claims < 1``."""
+    scale = max(tally.judged, weights.min_claims)
+    if tally.hallucinated:
+        return -max(tally.unsafe, 1) / scale
+    return (tally.verified + weights.uninformative_credit * tally.uninformative) / scale
+
+
+def vista_score(tally: Tally, weights: Weights) -> float:
+    """VISTA's score: safe claims / judged claims (1.0 without claims: nothing unsafe). Saying nothing scores 1."""
+    return (tally.judged - tally.unsafe) / tally.judged if tally.judged else 1.0
+
+
+def faithful(tally: Tally, weights: Weights) -> float:
+    """VISTA's turn label: 1.0 faithful, 0.0 hallucinated. Saying nothing is faithful."""
+    return 0.0 if tally.hallucinated else 1.0
+
+
+def penalty(tally: Tally, weights: Weights) -> float:
+    """``-unsafe_penalty`` per unsafe claim (per contradiction of an earlier turn when no claim is unsafe); 0.0 for
+    a completion without one. Saying nothing scores 0, the top."""
+    unsafe = tally.unsafe or int(tally.hallucinated)
+    return -weights.unsafe_penalty * unsafe if unsafe else 0.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    reward: Callable[[Tally, Weights], float]
+    # Whether a completion without claims gets this shape's best value: then a completion whose content yielded no
+    # claim (the decomposer found none) is not scored -- a failure is never a pass.
+    silence_is_best: bool
+
+
+SHAPES: dict[str, Shape] = {
+    "informative": Shape(informative, silence_is_best=False),
+    "score": Shape(vista_score, silence_is_best=True),
+    "faithful": Shape(faithful, silence_is_best=True),
+    "penalty": Shape(penalty, silence_is_best=True),
+}
+DEFAULT_SHAPE = "informative"
+
+
+# ---- records -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RewardVerdict:
+    """One completion of a batch: its reward (None: not judged, ``reason`` says why) and VISTA's verdict on it."""
+
+    index: int  # its position in the batch
+    reward: float | None
+    turn: TurnVerdict | None  # None when it was never judged
+    reason: str | None = None
+    cached: bool = False  # the same prompt, passages and completion were judged before
+
+    @property
+    def label(self) -> str:
+        return self.turn.label if self.turn is not None and self.reward is not None else "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        """For a log or a pairs file: the reward, the label, VISTA's score and every claim with its verdict."""
+        turn = self.turn
+        return {"reward": self.reward, "label": self.label, "score": turn.score if turn else None,
+                "reason": self.reason,
+                "claims": [{"claim": c.claim, "category": c.category.value,
+                            "explanation": c.error if c.category is Category.ERROR else c.explanation}
+                           for c in (turn.claims if turn else [])]}
+
+
+@dataclass
+class RewardStats:
+    """What the reward has done since it was built (thread-safe updates under the reward's lock)."""
+
+    batches: int = 0
+    completions: int = 0
+    judged: int = 0  # completions sent to the judge
+    cached: int = 0  # completions whose verdict was reused (judged before, or twice in one batch)
+    unjudged: int = 0  # completions returned as None
+    prompts: int = 0  # distinct prompts per batch, summed
+    prompt_work: int = 0  # prompts whose common ground was computed (the rest had none, or it was kept)
+    prompt_calls: int = 0  # LM calls spent on prompts' common ground
+    completion_calls: int = 0  # LM calls spent judging completions
+    # LM calls sharing the prompts' work saved: each judged completion would have decomposed its prompt's history
+    # itself, less the calls computing each prompt's common ground once took.
+    calls_saved: int = 0
+
+    def calls_per_completion(self) -> float | None:
+        return (self.prompt_calls + self.completion_calls) / self.judged if self.judged else None
+
+
+@dataclass
+class _PromptWork:
+    claims: dict[int, list[str]]  # unjudged assistant turn -> its claims
+    calls: int  # LM calls it took
+    error: str | None = None
+
+
+class _Job:
+    """Work over dialogues in the form the runner's backends call a judge: ``job(d)`` on a thread, ``await
+    job.acall(d)`` on asyncio. The result goes to ``record`` as it comes."""
+
+    def __init__(self, run: Callable[[Dialogue], Any], arun: Callable[[Dialogue], Any]) -> None:
+        self._run, self._arun = run, arun
+
+    def __call__(self, dialogue: Dialogue) -> Any:
+        return self._run(dialogue)
+
+    async def acall(self, dialogue: Dialogue) -> Any:
+        return await self._arun(dialogue)
+
+
+# ---- the reward --------------------------------------------------------------------------------------------------
+class VistaReward:
+    """VISTA as a reward function: ``reward(prompts, completions, **columns) -> list[float | None]``.
+
+    Called as TRL's GRPOTrainer calls a reward function: ``prompts`` and ``completions`` as plain strings (a prompt
+    may hold ``role: text`` lines) or as chat messages (a prompt a list of ``{"role", "content"}`` messages, a
+    completion a list holding the assistant's message), and the dataset's columns as keyword arguments, one value
+    per completion. The passages a completion is verified against come from the first column present of
+    ``retrieved_context``, ``retrieved_contexts``, ``context``, ``document`` (a text, or a list of passages; empty:
+    judged against the dialogue alone); background facts / a persona from ``background`` or ``persona``; other
+    columns are ignored. A completion that could not be judged (a claim or the prompt's history failed after the
+    parse retries, the endpoint went down) is ``None``, its reason logged and kept in ``last_batch``: never 0 or 1.
+
+    Args:
+        judge: the judge's LM, as ``VistaMetric``'s: "local" (the embedded model, started on the first call),
+            a model short name or DSPy/litellm string, or a ``dspy.LM``.
+        program: the VISTA program (default: the compiled program for ``judge`` when one ships, else the seed).
+        shape: how a verdict becomes a number (``SHAPES``):
+            "informative" (default): faithful completions in [0, 1] by their VERIFIED claims over
+            max(judged claims, ``min_claims``), OUT-OF-SCOPE / ABSTENTION claims earning ``uninformative_credit``
+            each; hallucinated ones in [-1, 0) by their unsafe claims over the same. Saying nothing earns 0,
+            refusing or giving opinions at most ``uninformative_credit``, a faithful answer with one VERIFIED claim
+            more, any hallucinated answer less than 0.
+            "score": VISTA's score (safe / judged claims); "faithful": 1.0 / 0.0 by VISTA's turn label;
+            "penalty": ``-unsafe_penalty`` per unsafe claim. These three give a completion without claims their
+            best value: they can be gamed by saying nothing, and are for use beside another reward.
+        system: "vista" (the program's full method) or "evidence" (claims decided by the evidence model: Decompose
+            is the only LM call; high throughput, lower quality).
+        concurrency: LM requests in flight while judging a batch (asyncio; on threads when the caller runs an
+            event loop). Default 8.
+        share_prompt_work: compute each prompt's common ground once per prompt (default); False judges every
+            completion's whole dialogue (for comparison: same verdicts under per-turn decomposition, more calls).
+        min_claims, uninformative_credit, unsafe_penalty: the shapes' numbers (``uninformative_credit * min_claims``
+            must stay below 1, or the default's ordering breaks; refused).
+        passage_column, background_column: read these columns instead of the names above.
+        on_batch: called with each batch's ``RewardVerdict`` list (per-claim verdicts to log).
+        cache_size: verdicts and prompts' common ground kept (least recently used dropped).
+        parse_retries, stop_after, port, **options: as ``VistaMetric``'s (judging options of the program).
+
+    ``last_batch`` holds the last batch's ``RewardVerdict`` list, ``stats`` the counts (calls saved by sharing the
+    prompt's work among them), ``usage`` every judge call per stage.
+    """
+
+    def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
+                 shape: str = DEFAULT_SHAPE, system: str = "vista", concurrency: int = 8,
+                 share_prompt_work: bool = True, min_claims: int = 3, uninformative_credit: float = 0.1,
+                 unsafe_penalty: float = 1.0, passage_column: str | None = None,
+                 background_column: str | None = None,
+                 on_batch: Callable[[list[RewardVerdict]], None] | None = None, cache_size: int = 10_000,
+                 adapter: dspy.Adapter | None = None, parse_retries: int = 2, stop_after: int | None = 3,
+                 port: int | None = None, **options: Any) -> None:
+        if shape not in SHAPES:
+            raise ValueError(f"unknown reward shape {shape!r}; shapes: {', '.join(SHAPES)}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        self.shape = shape
+        self.weights = Weights(min_claims, uninformative_credit, unsafe_penalty)
+        self.metric = VistaMetric(judge, program, parse_retries=parse_retries, stop_after=stop_after or 0,
+                                  port=port, system=system, **options)
+        if adapter is not None:
+            self.metric.adapter = adapter
+        self.judge = self.metric.judge
+        self.concurrency = concurrency
+        self.share_prompt_work = share_prompt_work
+        self.passage_column, self.background_column = passage_column, background_column
+        self.on_batch = on_batch
+        self.cache_size = cache_size
+        self.parse_retries, self.stop_after = parse_retries, stop_after
+        self.__name__ = f"vista_{shape}"  # trainers name a reward function's logged column by it
+        self.usage = Usage()
+        self.stats = RewardStats()
+        self.last_batch: list[RewardVerdict] = []
+        self._verdicts: OrderedDict[str, TurnVerdict] = OrderedDict()
+        self._prompts: OrderedDict[str, _PromptWork] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ---- the trainers' call ----------------------------------------------------------------------------------
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        batch = self.judge_batch(prompts, completions, **columns)
+        return [verdict.reward for verdict in batch]
+
+    def judge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardVerdict]:
+        """The batch's verdicts (what ``__call__`` returns the rewards of)."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions: a reward function gets "
+                             "one prompt per completion")
+        dialogues: list[Dialogue | str] = self._dialogues(prompts, completions, columns)
+        keys = {i: _prompt_key(d) for i, d in enumerate(dialogues) if isinstance(d, Dialogue)}
+        work, failed = self._common_ground(dialogues, keys) if self.share_prompt_work else ({}, {})
+        verdicts = self._judge_completions(dialogues, keys, work, failed)
+        batch = [self._verdict(i, d if isinstance(d, Dialogue) else None, verdicts.get(i),
+                               d if isinstance(d, str) else failed.get(keys.get(i)))
+                 for i, d in enumerate(dialogues)]
+        self._book(batch, len(set(keys.values())))
+        self.last_batch = batch
+        if self.on_batch is not None:
+            self.on_batch(batch)
+        return batch
+
+    def claim_rows(self) -> list[dict[str, Any]]:
+        """The last batch's claims, one flat row each (index, reward, label, category, claim, explanation): a
+        table for a training log."""
+        return [{"index": v.index, "reward": v.reward, "label": v.label, **claim}
+                for v in self.last_batch for claim in v.to_dict()["claims"]]
+
+    # ---- inputs ----------------------------------------------------------------------------------------------
+    def _dialogues(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Any]
+                   ) -> list[Dialogue | str]:
+        """Each completion as a VISTA dialogue, or the reason it cannot be one (its text is not a turn)."""
+        n = len(completions)
+        passage_name = self._column(columns, self.passage_column, PASSAGE_COLUMNS, required=True)
+        background_name = self._column(columns, self.background_column, BACKGROUND_COLUMNS, required=False)
+        passages = _per_completion(columns, passage_name, n)
+        backgrounds = _per_completion(columns, background_name, n) if background_name else [None] * n
+        dialogues: list[Dialogue | str] = []
+        for i in range(n):
+            history = _prompt_history(prompts[i], i)
+            response = completion_text(completions[i], i)
+            try:
+                dialogues.append(self.metric.dialogue(
+                    {"history": history, "document": _texts(passages[i], passage_name, i)}, {"response": response},
+                    background=_texts(backgrounds[i], background_name, i)))
+            except ValidationError as exc:  # e.g. a text beyond schema.MAX_TEXT: this completion is not judged
+                dialogues.append(f"not a judgeable turn: {' '.join(str(exc).split())[:300]}")
+        return dialogues
+
+    @staticmethod
+    def _column(columns: dict[str, Any], chosen: str | None, names: Sequence[str], *, required: bool) -> str | None:
+        if chosen is not None:
+            if chosen not in columns:
+                raise ValueError(f"no column {chosen!r} in the batch (columns: {', '.join(sorted(columns)) or 'none'})")
+            return chosen
+        found = next((name for name in names if name in columns), None)
+        if found is None and required:
+            raise ValueError(
+                "VistaReward needs each completion's passages in a column named one of "
+                f"{', '.join(names)} (the batch has: {', '.join(sorted(columns)) or 'no column'}); name yours with "
+                "passage_column=")
+        return found
+
+    # ---- judging ---------------------------------------------------------------------------------------------
+    def _common_ground(self, dialogues: list[Dialogue | str], keys: dict[int, str]
+                       ) -> tuple[dict[str, _PromptWork], dict[str, str]]:
+        """Each prompt's common ground (kept, or computed once for all its completions), and the prompts whose
+        history could not be decomposed, with why."""
+        work: dict[str, _PromptWork] = {}
+        todo: dict[str, Dialogue] = {}
+        with self._lock:
+            for i, key in keys.items():
+                dialogue = dialogues[i]
+                if key in self._prompts:
+                    self._prompts.move_to_end(key)
+                    work[key] = self._prompts[key]
+                elif not any(t.role == "assistant" for t in dialogue.turns[:-1]):
+                    work[key] = _PromptWork({}, 0)  # a history without assistant turns has no common ground
+                else:
+                    todo.setdefault(key, dialogue)
+        if not todo:
+            return work, {}
+        by_id = {d.id: key for key, d in todo.items()}
+        computed: dict[str, _PromptWork] = {}
+
+        def record(result: tuple[str, tuple[dict, Usage]]) -> None:
+            dialogue_id, (claims, usage) = result
+            errors = [f"the history's turn {i} could not be decomposed: {c.error}" for i, c in claims.items()
+                      if c.error is not None]
+            computed[by_id[dialogue_id]] = _PromptWork({i: c.texts for i, c in claims.items()}, usage.total.calls,
+                                                        errors[0] if errors else None)
+            with self._lock:
+                self.usage.merge(usage)
+
+        job = _Job(lambda d: (d.id, self.judge.common_ground(d)),
+                   lambda d: self._acommon_ground(d))
+        outage = self._run(list(todo.values()), job, record)
+        failed: dict[str, str] = {}
+        with self._lock:
+            for key in todo:
+                done = computed.get(key)
+                if done is None or done.error is not None:
+                    failed[key] = done.error if done is not None else outage or "not judged"
+                    continue
+                work[key] = done
+                self.stats.prompt_work += 1
+                self.stats.prompt_calls += done.calls
+                self.stats.calls_saved -= done.calls  # its completions' share of it is added as they are judged
+                self._prompts[key] = done
+                while len(self._prompts) > self.cache_size:
+                    self._prompts.popitem(last=False)
+        return work, failed
+
+    async def _acommon_ground(self, dialogue: Dialogue):
+        return dialogue.id, await self.judge.acommon_ground(dialogue)
+
+    def _judge_completions(self, dialogues: list[Dialogue | str], keys: dict[int, str],
+                           work: dict[str, _PromptWork], failed: dict[str, str]) -> dict[int, tuple[Any, bool]]:
+        """{batch index: (its TurnVerdict, or why it has none; whether the verdict was reused)}: each distinct
+        completion judged once, concurrently, with its prompt's common ground given."""
+        key_of = {dialogues[i].id: key for i, key in keys.items()}
+        todo: dict[str, Dialogue] = {}
+        kept: dict[str, TurnVerdict] = {}
+        with self._lock:
+            for i, key in keys.items():
+                dialogue = dialogues[i]
+                if key in failed:
+                    continue
+                if dialogue.id in self._verdicts:
+                    self._verdicts.move_to_end(dialogue.id)
+                    kept[dialogue.id] = self._verdicts[dialogue.id]
+                else:
+                    todo.setdefault(dialogue.id, dialogue)
+        finished: dict[str, TurnVerdict | str] = {}
+
+        def record(verdict: DialogueVerdict) -> None:
+            reason = _failure(verdict)
+            finished[verdict.dialogue_id] = reason if reason is not None else verdict.turns[-1]
+            with self._lock:
+                self.usage.merge(verdict.usage)
+                self.stats.completion_calls += verdict.usage.total.calls
+                if self.share_prompt_work:
+                    self.stats.calls_saved += work[key_of[verdict.dialogue_id]].calls
+                if reason is None:
+                    self._verdicts[verdict.dialogue_id] = verdict.turns[-1]
+                    while len(self._verdicts) > self.cache_size:
+                        self._verdicts.popitem(last=False)
+
+        if self.share_prompt_work:
+            given = {d.id: work[key_of[d.id]].claims for d in todo.values()}
+            job = _Job(lambda d: self.judge.judge_claims(d, given[d.id]),
+                       lambda d: self.judge.ajudge_claims(d, given[d.id]))
+        else:
+            job = _Job(self.judge, self.judge.acall)
+        outage = self._run(list(todo.values()), job, record)
+        with self._lock:
+            self.stats.judged += len(todo)
+        out: dict[int, tuple[Any, bool]] = {}
+        seen: set[str] = set()
+        for i, key in keys.items():
+            dialogue_id = dialogues[i].id
+            if key in failed:
+                continue
+            if dialogue_id in kept:
+                out[i] = (kept[dialogue_id], True)
+            else:
+                out[i] = (finished.get(dialogue_id, outage or "not judged"), dialogue_id in seen)
+                seen.add(dialogue_id)
+        return out
+
+    def _run(self, dialogues: list[Dialogue], job: _Job, record: Callable[[Any], None]) -> str | None:
+        """Run ``job`` over ``dialogues`` concurrently on the runner's backends; the reason, if the endpoint went
+        down (what finished before is recorded)."""
+        from .runner import local_backend
+
+        if not dialogues:
+            return None
+        self.metric.start()
+        try:
+            asyncio.get_running_loop()
+            backend = local_backend(self.metric.lm, self.metric.adapter, threads=self.concurrency)
+        except RuntimeError:  # no event loop in this thread: asyncio, the requests bounded by request slots
+            backend = local_backend(self.metric.lm, self.metric.adapter, concurrency=self.concurrency)
+        try:
+            backend.run(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after))
+        except EndpointDown as exc:
+            return f"the judge's endpoint is down: {exc}"
+        return None
+
+    # ---- verdicts --------------------------------------------------------------------------------------------
+    def _verdict(self, index: int, dialogue: Dialogue | None, judged: tuple[Any, bool] | None,
+                 reason: str | None) -> RewardVerdict:
+        if judged is None:
+            return RewardVerdict(index, None, None, reason or "not judged")
+        result, cached = judged
+        if isinstance(result, str) or result is None:
+            return RewardVerdict(index, None, None, result or "not judged", cached)
+        turn: TurnVerdict = result
+        shape = SHAPES[self.shape]
+        if shape.silence_is_best and turn.empty_decomposition:
+            return RewardVerdict(index, None, turn, "the completion says something but the decomposer found no "
+                                                    f"claim in it; shape {self.shape!r} would score it as faultless",
+                                 cached)
+        return RewardVerdict(index, shape.reward(Tally.of(turn), self.weights), turn, None, cached)
+
+    def _book(self, batch: list[RewardVerdict], prompts: int) -> None:
+        unjudged = [v for v in batch if v.reward is None]
+        with self._lock:
+            self.stats.batches += 1
+            self.stats.completions += len(batch)
+            self.stats.prompts += prompts
+            self.stats.cached += sum(v.cached for v in batch)
+            self.stats.unjudged += len(unjudged)
+        for reason, count in Counter(v.reason for v in unjudged).items():
+            logger.warning("VISTA could not judge %d of %d completions (reward None): %s", count, len(batch), reason)
+
+    # ---- the embedded server ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the embedded server this reward started (if any)."""
+        self.metric.close()
+
+    def __enter__(self) -> VistaReward:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _failure(verdict: DialogueVerdict) -> str | None:
+    """Why a completion's verdict gives no reward: a part of it could not be judged (a failure is never a pass)."""
+    turn = verdict.turns[-1] if verdict.turns else None
+    if verdict.errors:
+        return verdict.errors[0]
+    if turn is None:
+        return "no verdict on the completion"
+    if turn.error is not None:
+        return turn.error
+    failed = next((c for c in turn.claims if c.category is Category.ERROR), None)
+    if failed is not None:
+        return f"claim {failed.claim!r} could not be judged: {failed.error}"
+    if turn.label == "unknown":
+        return (turn.contradiction.error if turn.contradiction and turn.contradiction.error
+                else "the turn's label is unknown")
+    return None
+
+
+def _prompt_key(dialogue: Dialogue) -> str:
+    """What a completion's judging shares with the other completions of its prompt: the background and the turns
+    before it."""
+    said = [dialogue.background, [(t.role, t.text, t.grounding.kind if t.grounding else None)
+                                  for t in dialogue.turns[:-1]]]
+    return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:24]
+
+
+# ---- the trainers' argument shapes --------------------------------------------------------------------------------
+def message_text(content: Any) -> str:
+    """A chat message's content as text: a string, or a list of parts whose text parts are joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return str(content)
+
+
+def completion_text(completion: Any, index: int) -> str:
+    """The text of a completion: a string, a message, or a list of messages (the assistant's joined)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return message_text(completion.get("content"))
+    if isinstance(completion, Sequence):
+        messages = [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        if messages:
+            return "\n".join(message_text(m.get("content")) for m in messages)
+    raise ValueError(f"completion {index}: expected a text or a list of chat messages with an assistant message, "
+                     f"not {_describe(completion)}")
+
+
+def _prompt_history(prompt: Any, index: int) -> str | list[dict[str, str]]:
+    """A prompt as VistaMetric reads a history: text (``role: text`` lines, or one user message) or messages."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence) and all(isinstance(m, dict) and "role" in m for m in prompt):
+        return [{"role": str(m["role"]), "content": message_text(m.get("content"))} for m in prompt]
+    raise ValueError(f"prompt {index}: expected a text or a list of chat messages ({{'role', 'content'}}), not "
+                     f"{_describe(prompt)}")
+
+
+def _per_completion(columns: dict[str, Any], name: str, n: int) -> list[Any]:
+    values = columns[name]
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence) or len(values) != n:
+        raise ValueError(f"column {name!r}: expected one value per completion ({n}), as trainers pass dataset "
+                         f"columns; got {_describe(values)}")
+    return list(values)
+
+
+def _texts(value: Any, column: str | None, index: int) -> list[str]:
+    """A cell of a passage or background column: a text or a list of texts (None: none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return [v for v in value if v.strip()]
+    raise ValueError(f"column {column!r}, completion {index}: expected a text or a list of texts, not "
+                     f"{_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
+
+
+__all__ = ["BACKGROUND_COLUMNS", "DEFAULT_SHAPE", "PASSAGE_COLUMNS", "SHAPES", "RewardStats", "RewardVerdict",
+           "Tally", "VistaReward", "Weights", "completion_text", "message_text"]
