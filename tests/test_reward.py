@@ -129,7 +129,7 @@ def test_two_calls_give_the_same_rewards_and_the_second_asks_the_lm_nothing():
 
 def test_a_completion_whose_claim_cannot_be_judged_gets_none_and_its_reason_is_logged(caplog):
     broken = "Lisbon is the capital of Portugal. Lisbon has <<BAD-VERIFY>> hills."
-    with FakeOpenAIServer() as server, caplog.at_level(logging.WARNING, logger="vista_dspy.reward"):
+    with FakeOpenAIServer() as server, caplog.at_level(logging.WARNING, logger="vista_dspy.run.reward"):
         reward = VistaReward(lm(server))
         rewards = reward(["Hi"] * 2, [FAITHFUL, broken], document=[DOC] * 2)
     assert rewards == [pytest.approx(2 / 3), None]
@@ -196,6 +196,22 @@ def test_a_caller_inside_an_event_loop_is_judged_on_threads():
 
     with FakeOpenAIServer() as server:
         assert asyncio.run(training_step(VistaReward(lm(server)))) == [pytest.approx(2 / 3)]
+
+
+def test_the_grpo_example_calls_the_reward_as_the_trainer_does(capsys, dev_file):
+    """examples/grpo_reward.py against the fake server: a batch of 2 prompts x 4 completions in GRPOTrainer's call
+    shape, every completion judged, the refusal scored at the default's credit for one uninformative claim."""
+    import runpy
+    from pathlib import Path
+
+    example = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "grpo_reward.py"))
+    with FakeOpenAIServer() as server:
+        code = example["main"](["--judge", "hosted_vllm/judge", "--api-base", server.url, "--data", str(dev_file)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count(" refusal ") == 2 and all("reward +0.033" in line for line in out.splitlines()
+                                                 if " refusal " in line)
+    assert "8 completions of 2 prompts" in out and ": 0 not judged" in out
 
 
 # ---- vista pairs ----------------------------------------------------------------------------------------------------

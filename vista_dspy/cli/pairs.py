@@ -1,4 +1,4 @@
-"""`vista pairs`: N responses per prompt judged by VISTA, written as DPO preference pairs (``vista_dspy.pairs``)."""
+"""`vista pairs`: N responses per prompt judged by VISTA, written as DPO preference pairs (``run.pairs``)."""
 
 from __future__ import annotations
 

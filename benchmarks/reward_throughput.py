@@ -1,0 +1,151 @@
+"""Throughput of ``VistaReward`` on a GRPO-shaped batch: 8 prompts x 8 completions.
+
+The prompts are assistant turns of the annotated dev file that have earlier assistant turns (so each prompt has a
+history to decompose: its common ground); the completions of each are eight kinds a policy produces (the annotated
+answer, refusals, an opinion, the answer with an invented sentence, ...). Every row judges the same batch with a new
+reward and no LM cache, so each pays its own calls.
+
+Default: against the tests' fake OpenAI-compatible server (in a process of its own, a fixed latency per request):
+rewards per second at concurrency 1 and 16, LM calls per completion with and without the shared prompt work, and
+the evidence tier. ``--embedded``: the same batch judged by the embedded local model (seconds per completion; it
+needs the model file and, to be meaningful, cores no one else is using).
+
+    python benchmarks/reward_throughput.py                       # fake server (about a minute)
+    python benchmarks/reward_throughput.py --embedded --concurrency 2   # embedded model (long)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+
+import dspy  # noqa: E402
+
+from vista_dspy import VistaReward  # noqa: E402
+from vista_dspy.data import load_dialogues  # noqa: E402
+from vista_dspy.lm.models import ModelConfig  # noqa: E402
+
+DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
+INVENTED = " It was founded in 1850 by a Dutch sea captain named Willem Gorter."
+
+
+def batch(data: Path, prompts: int, generations: int) -> dict:
+    """GRPOTrainer's reward call for ``prompts`` dev turns (with history) x ``generations`` completions."""
+    rows = []
+    for dialogue in load_dialogues(data):
+        for index in dialogue.judged_turns:
+            turn = dialogue.turns[index]
+            earlier = [t for t in dialogue.turns[:index] if t.role == "assistant"]
+            if turn.grounding.document and earlier and len(rows) < prompts:
+                rows.append((dialogue.turns[:index], turn))
+    if len(rows) < prompts:
+        raise SystemExit(f"{data}: only {len(rows)} turns with a document and a history, {prompts} wanted")
+    prompt_list, completions, documents = [], [], []
+    for history, turn in rows:
+        answer = turn.text
+        first = answer.split(". ")[0].rstrip(".") + "."
+        kinds = [answer, "I'm sorry, I don't know.", "I think that is a lovely topic!", answer + INVENTED, first,
+                 answer + " I hope this helps!", "I am not sure about that, sorry.", first + INVENTED]
+        for text in (kinds * (generations // len(kinds) + 1))[:generations]:
+            prompt_list.append([{"role": t.role, "content": t.text} for t in history])
+            completions.append([{"role": "assistant", "content": text}])
+            documents.append(turn.grounding.document)
+    return {"prompts": prompt_list, "completions": completions, "document": documents,
+            "completion_ids": [[0]] * len(completions), "trainer_state": None}
+
+
+def measure(judge, call: dict, **settings) -> dict:
+    with VistaReward(judge, **settings) as reward:
+        started = time.perf_counter()
+        rewards = reward(**call)
+        seconds = time.perf_counter() - started
+    stats = reward.stats
+    calls = stats.prompt_calls + stats.completion_calls
+    return {"seconds": seconds, "completions": len(rewards), "unjudged": sum(r is None for r in rewards),
+            "calls": calls, "per_completion": calls / len(rewards), "saved": stats.calls_saved,
+            "prompt_calls": stats.prompt_calls, "rewards": rewards}
+
+
+@contextlib.contextmanager
+def fake_server(latency: float):
+    """The tests' fake server in a process of its own, so that its work does not share the client's GIL."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py"), "--latency", str(latency)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def fake_part(call: dict, latency: float, concurrencies: list[int]) -> None:
+    rows = []
+    with fake_server(latency) as url:
+        def judge():
+            return ModelConfig(model="hosted_vllm/fake", api_base=url, num_retries=0, cache=False).build()
+
+        for system in ("vista", "evidence"):
+            for concurrency in concurrencies:
+                for share in (True, False):
+                    if system == "evidence" and not share:
+                        continue
+                    result = measure(judge(), call, system=system, concurrency=concurrency, share_prompt_work=share)
+                    rows.append((system, concurrency, share, result))
+                    print(f"  {system} concurrency {concurrency} shared={share}: {result['seconds']:.1f} s",
+                          flush=True)
+    same = {share: r["rewards"] for system, c, share, r in rows if system == "vista" and c == concurrencies[-1]}
+    print(f"\nfake server, {latency * 1000:.0f} ms a request; {len(call['completions'])} completions; rewards "
+          f"{'identical' if same[True] == same[False] else 'DIFFERENT'} with and without the shared prompt work\n")
+    print("| system | concurrency | prompt work | wall s | rewards / s | LM calls / completion | calls saved | "
+          "not judged |")
+    print("|---|---|---|---|---|---|---|---|")
+    for system, concurrency, share, r in rows:
+        print(f"| {system} | {concurrency} | {'once per prompt' if share else 'per completion'} | "
+              f"{r['seconds']:.2f} | {r['completions'] / r['seconds']:.1f} | {r['per_completion']:.2f} | "
+              f"{r['saved']} | {r['unjudged']} |")
+
+
+def embedded_part(call: dict, concurrency: int, system: str) -> None:
+    result = measure("local", call, system=system, concurrency=concurrency)
+    n = result["completions"]
+    print(f"\nembedded model, {system}, concurrency {concurrency}: {n} completions in {result['seconds']:.0f} s = "
+          f"{result['seconds'] / n:.1f} s per completion; {result['per_completion']:.2f} LM calls per completion "
+          f"({result['prompt_calls']} for the prompts' common ground, {result['saved']} saved); "
+          f"{result['unjudged']} not judged")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds per fake request (default 0.05)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=None,
+                        help="fake server: the concurrencies to compare (default 1 16); --embedded: one (default 2)")
+    parser.add_argument("--embedded", action="store_true", help="judge with the embedded local model instead")
+    parser.add_argument("--system", choices=("vista", "evidence"), default="vista", help="--embedded: the tier")
+    parser.add_argument("--data", type=Path, default=DEV)
+    args = parser.parse_args(argv)
+
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)  # every row pays its own calls
+    dspy.configure(disable_history=True)
+    call = batch(args.data, args.prompts, args.generations)
+    print(f"{args.prompts} prompts x {args.generations} completions from {args.data}; Python "
+          f"{platform.python_version()}, dspy {dspy.__version__}, {os.cpu_count()} CPUs", flush=True)
+    if args.embedded:
+        embedded_part(call, (args.concurrency or [2])[0], args.system)
+    else:
+        fake_part(call, args.latency, args.concurrency or [1, 16])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
