@@ -17,10 +17,8 @@ needs the model file and, to be meaningful, cores no one else is using).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +31,8 @@ import dspy  # noqa: E402
 from vista_dspy import VistaReward  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.lm.models import ModelConfig  # noqa: E402
+
+from throughput import fake_server  # noqa: E402  (benchmarks/, the script's own folder)
 
 DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
 INVENTED = " It was founded in 1850 by a Dutch sea captain named Willem Gorter."
@@ -73,18 +73,6 @@ def measure(judge, call: dict, **settings) -> dict:
     return {"seconds": seconds, "completions": len(rewards), "unjudged": sum(r is None for r in rewards),
             "calls": calls, "per_completion": calls / len(rewards), "saved": stats.calls_saved,
             "prompt_calls": stats.prompt_calls, "rewards": rewards}
-
-
-@contextlib.contextmanager
-def fake_server(latency: float):
-    """The tests' fake server in a process of its own, so that its work does not share the client's GIL."""
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py"), "--latency", str(latency)],
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        yield process.stdout.readline().strip()
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def fake_part(call: dict, latency: float, concurrencies: list[int]) -> None:

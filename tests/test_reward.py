@@ -7,9 +7,9 @@ import json
 import logging
 
 import pytest
+from fakes import FakeOpenAIServer, RuleEngine
 from typer.testing import CliRunner
 
-from fakes import FakeOpenAIServer, RuleEngine
 from vista_dspy import VistaReward
 from vista_dspy.cli import app
 from vista_dspy.lm.models import ModelConfig
@@ -59,15 +59,15 @@ def test_the_conversational_form_and_extra_columns_give_the_same_rewards_as_plai
 
 @pytest.mark.parametrize("columns", [{}, {"reference": [DOC]}])
 def test_a_batch_without_a_passage_column_is_refused_naming_the_columns_it_reads(columns):
-    with FakeOpenAIServer() as server:
-        with pytest.raises(ValueError, match="retrieved_context, retrieved_contexts, context, document"):
-            VistaReward(lm(server))(["Hi"], [FAITHFUL], **columns)
+    with FakeOpenAIServer() as server, pytest.raises(
+            ValueError, match="retrieved_context, retrieved_contexts, context, document"):
+        VistaReward(lm(server))(["Hi"], [FAITHFUL], **columns)
 
 
 def test_a_passage_column_of_the_wrong_length_is_refused_naming_it():
-    with FakeOpenAIServer() as server:
-        with pytest.raises(ValueError, match="column 'context': expected one value per completion"):
-            VistaReward(lm(server))(["Hi", "Hi"], [FAITHFUL, REFUSAL], context=DOC)
+    with FakeOpenAIServer() as server, pytest.raises(
+            ValueError, match="column 'context': expected one value per completion"):
+        VistaReward(lm(server))(["Hi", "Hi"], [FAITHFUL, REFUSAL], context=DOC)
 
 
 def test_saying_nothing_refusing_or_opining_never_outscores_a_faithful_informative_answer():
@@ -84,9 +84,9 @@ def test_saying_nothing_refusing_or_opining_never_outscores_a_faithful_informati
 
 
 def test_a_weighting_under_which_a_refusal_could_win_is_refused():
-    with FakeOpenAIServer() as server:
-        with pytest.raises(ValueError, match="refusal or an answer of opinions could outscore"):
-            VistaReward(lm(server), uninformative_credit=0.5, min_claims=2)
+    with FakeOpenAIServer() as server, pytest.raises(
+            ValueError, match="refusal or an answer of opinions could outscore"):
+        VistaReward(lm(server), uninformative_credit=0.5, min_claims=2)
 
 
 def test_the_shapes_on_one_batch():
@@ -258,10 +258,9 @@ def test_all_pairs_of_a_group_exclude_its_ties():
 
 
 @pytest.mark.parametrize("line,message", [
-    ('{"prompt": "Hi", "document": "d", "responses": ["one"]}', "line 1: field 'responses': expected a list of at "
-                                                                 "least two"),
-    ('{"prompt": "Hi", "responses": ["one", "two"]}', "line 1: no passages: expected one of the fields "
-                                                      "retrieved_context"),
+    ('{"prompt": "Hi", "document": "d", "responses": ["one"]}',
+     "line 1: field 'responses': expected a list of at least two"),
+    ('{"prompt": "Hi", "responses": ["one", "two"]}', "line 1: no passages: expected one of the fields retrieved_context"),
     ('{"prompt": 3, "document": "d", "responses": ["a", "b"]}', "line 1: field 'prompt'"),
     ('{"prompt": "Hi", "document": "d", "responses": ["a", 7]}', "line 1: field 'responses[1]'"),
     ('{"prompt": "Hi", "document": 5, "responses": ["a", "b"]}', "line 1: field 'document'"),

@@ -139,8 +139,7 @@ class VistaMetric:
                 verdict = self.judge(dialogue)
         except EndpointDown as exc:
             raise JudgeEndpointDown(str(exc)) from None
-        failed = [c.error for t in verdict.turns for c in t.claims if c.error]
-        failed += [t.error for t in verdict.turns if t.error] + verdict.errors
+        failed = unjudged_parts(verdict)
         with self._lock:
             self.usage.merge(verdict.usage)
             if failed:
@@ -239,6 +238,15 @@ class Judgement(dspy.Prediction):
 
     def __bool__(self) -> bool:
         return bool(self.get("passed"))
+
+
+def unjudged_parts(verdict: DialogueVerdict) -> list[str]:
+    """Why parts of a verdict were not judged: its claims that are ERRORs, its turns that failed (the decomposition,
+    the contradiction check), its background turns that could not be decomposed."""
+    failed = [f"claim {c.claim!r} could not be judged: {c.error}" for t in verdict.turns for c in t.claims if c.error]
+    failed += [t.error for t in verdict.turns if t.error] + verdict.errors
+    return failed + [f"the contradiction check failed: {t.contradiction.error}" for t in verdict.turns
+                     if t.contradiction is not None and t.contradiction.error]
 
 
 def claim_line(claim: ClaimVerdict) -> str:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from ..schema import Category, Dialogue, DialogueVerdict, TurnVerdict, Usage
 from ..stages import CallFailures, EndpointDown
-from .judge_metric import VistaMetric
+from .judge_metric import VistaMetric, unjudged_parts
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class RewardStats:
     unjudged: int = 0  # completions returned as None
     prompts: int = 0  # distinct prompts per batch, summed
     prompt_work: int = 0  # prompts whose common ground was computed (the rest had none, or it was kept)
-    prompt_calls: int = 0  # LM calls spent on prompts' common ground
+    prompt_calls: int = 0  # LM calls spent on prompts' common ground (those that failed included)
     completion_calls: int = 0  # LM calls spent judging completions
     # LM calls sharing the prompts' work saved: each judged completion would have decomposed its prompt's history
     # itself, less the calls computing each prompt's common ground once took.
@@ -282,8 +282,7 @@ class VistaReward:
         keys = {i: _prompt_key(d) for i, d in enumerate(dialogues) if isinstance(d, Dialogue)}
         work, failed = self._common_ground(dialogues, keys) if self.share_prompt_work else ({}, {})
         verdicts = self._judge_completions(dialogues, keys, work, failed)
-        batch = [self._verdict(i, d if isinstance(d, Dialogue) else None, verdicts.get(i),
-                               d if isinstance(d, str) else failed.get(keys.get(i)))
+        batch = [self._verdict(i, verdicts.get(i), d if isinstance(d, str) else failed.get(keys[i]))
                  for i, d in enumerate(dialogues)]
         self._book(batch, len(set(keys.values())))
         self.last_batch = batch
@@ -362,9 +361,9 @@ class VistaReward:
                                                         errors[0] if errors else None)
             with self._lock:
                 self.usage.merge(usage)
+                self.stats.prompt_calls += usage.total.calls
 
-        job = _Job(lambda d: (d.id, self.judge.common_ground(d)),
-                   lambda d: self._acommon_ground(d))
+        job = _Job(lambda d: (d.id, self.judge.common_ground(d)), self._acommon_ground)
         outage = self._run(list(todo.values()), job, record)
         failed: dict[str, str] = {}
         with self._lock:
@@ -375,7 +374,6 @@ class VistaReward:
                     continue
                 work[key] = done
                 self.stats.prompt_work += 1
-                self.stats.prompt_calls += done.calls
                 self.stats.calls_saved -= done.calls  # its completions' share of it is added as they are judged
                 self._prompts[key] = done
                 while len(self._prompts) > self.cache_size:
@@ -459,8 +457,8 @@ class VistaReward:
         return None
 
     # ---- verdicts --------------------------------------------------------------------------------------------
-    def _verdict(self, index: int, dialogue: Dialogue | None, judged: tuple[Any, bool] | None,
-                 reason: str | None) -> RewardVerdict:
+    def _verdict(self, index: int, judged: tuple[Any, bool] | None, reason: str | None) -> RewardVerdict:
+        """The completion's reward under the shape, or None and why (``reason``: its prompt, or its text, failed)."""
         if judged is None:
             return RewardVerdict(index, None, None, reason or "not judged")
         result, cached = judged
@@ -498,21 +496,14 @@ class VistaReward:
 
 
 def _failure(verdict: DialogueVerdict) -> str | None:
-    """Why a completion's verdict gives no reward: a part of it could not be judged (a failure is never a pass)."""
-    turn = verdict.turns[-1] if verdict.turns else None
-    if verdict.errors:
-        return verdict.errors[0]
-    if turn is None:
+    """Why a completion's verdict gives no reward: a part of it could not be judged (a failure is never a pass).
+    The prompt's history fails first, since the rest was judged without its common ground."""
+    if not verdict.turns:
         return "no verdict on the completion"
-    if turn.error is not None:
-        return turn.error
-    failed = next((c for c in turn.claims if c.category is Category.ERROR), None)
-    if failed is not None:
-        return f"claim {failed.claim!r} could not be judged: {failed.error}"
-    if turn.label == "unknown":
-        return (turn.contradiction.error if turn.contradiction and turn.contradiction.error
-                else "the turn's label is unknown")
-    return None
+    failed = verdict.errors + unjudged_parts(verdict)
+    if failed:
+        return failed[0]
+    return "the turn's label is unknown" if verdict.turns[-1].label == "unknown" else None
 
 
 def _prompt_key(dialogue: Dialogue) -> str:
