@@ -232,9 +232,10 @@ class Vista(StagedModule):
         return {i: c.texts for i, c in claims.items()}, usage
 
     def common_ground(self, dialogue: Dialogue) -> tuple[dict[int, ClaimsOfTurn], Usage]:
-        """The claims of the dialogue's unjudged assistant turns (VISTA's "N/A" grounding), decomposed as judging
-        the dialogue decomposes them (per turn), and the usage. They depend on the dialogue up to each such turn
-        only: a judge of many responses to one history computes them once and gives them to ``judge_claims``."""
+        """The claims of the dialogue's unjudged assistant turns (VISTA's "N/A" grounding), decomposed and checked
+        as judging the dialogue does (per turn; per dialogue, these turns alone, under that mode), and the usage.
+        They depend on the dialogue up to each such turn only: a judge of many responses to one history computes
+        them once and gives them to ``judge_claims``."""
         usage = Usage()
         return self._drive(self._claims_of_turns(dialogue, _unjudged_assistant_turns(dialogue), usage)), usage
 
