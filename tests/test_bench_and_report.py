@@ -116,6 +116,13 @@ def test_small_benchmark_end_to_end_with_a_fake_lm(tmp_path, data_dir):
         assert (out / name).exists(), name
     document = json.loads((out / "benchmark.json").read_text())
     assert document["plans"][0]["n"] == 4 and len(document["tables"]["accuracy"]) == 10
+    # What the loaders left out is in the record, the table and its notes (begin's "Generic" rows have no label).
+    assert document["loaded"]["begin"] == {"kept": 3601, "skipped": {"Generic label": 6}, "sampled": 4}
+    assert document["loaded"]["rgm-contradictions"]["skipped"] == {}
+    assert dict(zip(accuracy["dataset"], accuracy["skipped_rows"])) == {"begin": 6, "rgm-contradictions": 0}
+    notes = (out / "table.md").read_text()
+    assert "- begin: 6 of 3607 rows skipped (Generic label: 6)" in notes
+    assert "- coconot: 9 of 1928 rows skipped (not a refusal (is_refusal false): 8, missing response: 1)" in notes
     # Every system of a dataset judged the same sample.
     ids = {(d, s): [v.dialogue_id for v in r.verdicts] for (d, s), r in result.runs.items()}
     assert ids["begin", "vista"] == ids["begin", "judge"] == ids["begin", "vista-no-ac"]

@@ -205,3 +205,27 @@ def test_the_claims_optimizer_chooses_demos_and_the_judging_mode(tmp_path, dev_f
     assert result.program.rule is None  # deciding with probabilities and evidence is the rule optimizer's
     assert result.meta.gate["claims"]["items"] > 0 and result.meta.gate["turns"]["items"] > 0
     assert json.loads(json.dumps(result.meta.model_dump()))  # the meta is plain JSON
+
+
+def test_label_probabilities_that_cannot_be_used_are_counted_per_stage_and_in_the_summary():
+    """A batched answer whose probabilities do not line up with its items loses them all (counted); a single
+    answer whose label token is ambiguous or missing is counted by the attempt that read it (``unread``)."""
+    from vista_dspy import batching
+    from vista_dspy.schema import DialogueVerdict, Usage
+    from vista_dspy.scoring import summarize
+    from vista_dspy.stages import StageCall, StageResult, add_usage
+
+    def item(number):
+        return dspy.Prediction(claim=number, label="VERIFIED", explanation="")
+
+    batched = StageResult(dspy.Prediction(verdicts=[item(1), item(2)]), None,
+                          distributions=[{"VERIFIED": 0.9, "UNVERIFIABLE": 0.1}])  # one for two items
+    usage = Usage()
+    steps = batching.per_item(batched, "label", [StageCall("verify", None, {}) for _ in range(2)], usage)
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    assert [r.distributions for r in done.value.value] == [[], []]
+    add_usage(usage, "categorize", StageResult(dspy.Prediction(category="ABSTENTION"), None, unread=1))
+    assert usage.unread_probabilities == {"verify": 1, "categorize": 1}
+    verdict = DialogueVerdict(dialogue_id="d", turns=[], score=None, usage=usage)
+    assert summarize([verdict, verdict])["unread_probabilities"] == 4

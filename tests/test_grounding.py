@@ -7,7 +7,7 @@ from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 from vista_dspy import Category, Vista
 from vista_dspy.grounding import content_words, grounded, says_something, split_grounded
-from vista_dspy.scoring import summarize
+from vista_dspy.scoring import EMPTY_DECOMPOSITION, summarize
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 
@@ -69,6 +69,26 @@ def test_a_turn_with_content_but_no_claim_is_flagged_not_silently_faithful():
                    user("Thanks"), assistant("You are welcome! <<SILENT>>", DOC))
     verdict, _ = run(dlg)
     content, pleasantry = verdict.turns
-    assert content.claims == [] and content.empty_decomposition and content.label == "faithful"
-    assert not pleasantry.empty_decomposition
-    assert summarize([verdict])["decomposition"]["empty_turns"] == 1
+    # a failed decomposition by default: unknown, with its reason; the pleasantry says nothing and is faithful
+    assert content.claims == [] and content.empty_decomposition and content.label == "unknown"
+    assert content.error == EMPTY_DECOMPOSITION
+    assert (pleasantry.empty_decomposition, pleasantry.label, pleasantry.error) == (False, "faithful", None)
+    summary = summarize([verdict])
+    assert summary["decomposition"]["empty_turns"] == 1 and summary["errors"]["turns_failed"] == 1
+    assert summary["turn_labels"] == {"faithful": 1, "hallucinated": 0, "unknown": 1}
+    # the paper's reading, when asked for: faithful, still flagged
+    paper, _ = run(dlg, empty_turns="faithful")
+    assert [(t.label, t.empty_decomposition, t.error) for t in paper.turns] == [("faithful", True, None),
+                                                                                ("faithful", False, None)]
+
+
+def test_a_turn_judged_after_a_failed_background_turn_says_its_knowledge_store_lacks_that_turn():
+    dlg = dialogue(user("Hi"), assistant("<<BAD-DECOMPOSE>> Lisbon has seven hills.", background=True),
+                   user("More?"), assistant("Lisbon is the capital of Portugal.", DOC),
+                   user("And?"), assistant("Lisbon has seven hills.", DOC))
+    verdict, _ = run(dlg)
+    assert [e.split(": ")[0] for e in verdict.errors] == ["turn 1 (background)"]
+    assert [t.knowledge_missing for t in verdict.turns] == [[1], [1]]
+    assert summarize([verdict])["errors"]["turns_missing_background"] == 2
+    ablated, _ = run(dlg, accumulate=False)  # -AC: no store of earlier turns, nothing is missing from it
+    assert [t.knowledge_missing for t in ablated.turns] == [[], []]

@@ -39,7 +39,12 @@ def test_the_score_and_the_pass_fail_form_on_known_verdicts():
         assert bool(metric(example(), half, trace=[])) is False and bool(metric(example(), whole, trace=[])) is True
         metric.threshold = 0.5
         assert bool(metric(example(), half, trace=[])) is True
-        assert metric(example(), dspy.Prediction(response="How can I help?")).score == 1.0  # no claim
+        # a response that makes no claim is not rewarded, unless the paper's reading is asked for
+        nothing = dspy.Prediction(response="How can I help?")
+        assert metric(example(), nothing).score == 0.0 and not metric(example(), nothing, trace=[])
+        assert "The response makes no claim" in metric(example(), nothing).feedback
+        metric.empty_score = 1.0
+        assert metric(example(), nothing).score == 1.0
 
 
 def test_the_feedback_form_names_every_unsafe_claim_with_its_reason():
@@ -117,9 +122,14 @@ def test_a_malformed_judge_answer_is_reported_not_scored():
         with pytest.raises(JudgeFailed, match="no claim of the response could be judged: decompose failed"):
             metric(example(), broken)
         partly = dspy.Prediction(response="Lisbon is the capital of Portugal. <<BAD-VERIFY>> Lisbon is old.")
-        assert metric(example(), partly).score == 1.0  # the one claim judged; the other reported
-    assert len(metric.failures) == 2 and "decompose failed" in metric.failures[0]
-    assert "AdapterParseError" in metric.failures[1]
+        judged = metric(example(), partly, trace=[])  # the unjudged claim counts as not safe, and is said
+        silent = dspy.Prediction(response="<<SILENT>> Lisbon is the capital of Portugal.")
+        with pytest.raises(JudgeFailed, match="no claim of the response could be judged: Decompose found no claim"):
+            metric(example(), silent)  # content, but no claim: a failed decomposition, not a faithful answer
+    assert (judged.score, judged.passed) == (0.5, False)
+    assert "(1 claims could not be judged: they count as not supported.)" in judged.feedback
+    assert len(metric.failures) == 3 and "decompose failed" in metric.failures[0]
+    assert "AdapterParseError" in metric.failures[1] and "Decompose found no claim" in metric.failures[2]
 
 
 def test_an_endpoint_outage_stops_the_optimization():

@@ -115,15 +115,17 @@ def test_used_slots_are_saved_and_restored_by_the_next_server(tmp_path):
         assert WarmStart(directory, program_key="other").restore(other_program.port, 3) == []
 
 
-def test_a_damaged_slot_file_is_ignored_and_removed(tmp_path):
+def test_a_damaged_slot_file_is_ignored_and_removed_and_said_once(tmp_path, caplog):
     directory = tmp_path / "kv-slots" / "key"
     directory.mkdir(parents=True)
     (directory / slot_file("prog", 0)).write_bytes(os.urandom(64))  # not a state: the server refuses it
     (directory / slot_file("prog", 1)).write_text("STATE:categorize prefix")
-    with SlotServer(directory) as server:
+    with SlotServer(directory) as server, caplog.at_level("WARNING", logger="vista_dspy.lm.warm_start"):
         assert WarmStart(directory, program_key="prog").restore(server.port, 3) == [1]
         assert server.states[0] is None and server.states[1] == "categorize prefix"
     assert not (directory / slot_file("prog", 0)).exists()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warm start: 1 saved slots could not be restored from {directory} (deleted; their prompts are read afresh)"]
 
 
 def test_an_unreachable_server_makes_the_warm_start_a_no_op(tmp_path):

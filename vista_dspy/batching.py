@@ -75,7 +75,9 @@ def ask_jointly(verify: Question, categorize: Question, texts: Sequence[str], ev
     results = [add_usage(usage, c.stage, r) for c, r in zip(calls, (yield calls))]
     verified: dict[int, StageResult] = {}
     categorized: dict[int, StageResult] = {}
-    for i, (item, joint) in _numbered(results[0], len(texts)).items():
+    found, discarded = _numbered(results[0], len(texts))
+    usage.unread(verify.stage, discarded)
+    for i, (item, joint) in found.items():
         as_verify, as_categorize = _split_joint(joint)
         verified[i] = _item_result(dspy.Prediction(label="VERIFIED" if item.category == "VERIFIED" else
                                                    "UNVERIFIABLE", explanation=item.explanation), as_verify)
@@ -88,17 +90,20 @@ def ask_jointly(verify: Question, categorize: Question, texts: Sequence[str], ev
 def answers(result: StageResult, n: int, field: str = "verdicts", key: str = "claim") -> dict[int, Any]:
     """{item index: answer item} from a batched answer (claims, or a dialogue's turns): numbers outside 1..n
     (invented items) and repeated numbers are ignored, so those items count as missing."""
-    return {i: item for i, (item, _) in _numbered(result, n, field, key).items()}
+    return {i: item for i, (item, _) in _numbered(result, n, field, key)[0].items()}
 
 
 def _numbered(result: StageResult, n: int, field: str = "verdicts", key: str = "claim"
-              ) -> dict[int, tuple[Any, Distribution | None]]:
+              ) -> tuple[dict[int, tuple[Any, Distribution | None]], int]:
     """``answers``, each item with its label distribution (the call's ``distributions`` are in answer order, one per
-    item; when their count differs from the items', none is trusted)."""
+    item; when their count differs from the items', none is trusted), and how many readable distributions were
+    thrown away for that (to be booked as unread)."""
     if result.error is not None:
-        return {}
+        return {}, 0
     items = list(getattr(result.prediction, field) or [])
-    distributions = result.distributions if len(result.distributions) == len(items) else [None] * len(items)
+    lined_up = len(result.distributions) == len(items)
+    distributions = result.distributions if lined_up else [None] * len(items)
+    discarded = 0 if lined_up else sum(d is not None for d in result.distributions)
     found: dict[int, tuple[Any, Distribution | None]] = {}
     repeated: set[int] = set()
     for item, distribution in zip(items, distributions):
@@ -108,7 +113,7 @@ def _numbered(result: StageResult, n: int, field: str = "verdicts", key: str = "
         if number - 1 in found:
             repeated.add(number - 1)
         found[number - 1] = (item, distribution)
-    return {i: a for i, a in found.items() if i not in repeated}
+    return {i: a for i, a in found.items() if i not in repeated}, discarded
 
 
 def _item_result(prediction: dspy.Prediction, distribution: Distribution | None) -> StageResult:
@@ -118,7 +123,10 @@ def _item_result(prediction: dspy.Prediction, distribution: Distribution | None)
 def per_item(result: StageResult, field: str, single: list[StageCall], usage: Usage) -> Steps:
     """Per-claim results from one batched answer; the claims it misses are asked one by one (``single``)."""
     results: list[StageResult | None] = [None] * len(single)
-    for i, (item, distribution) in _numbered(result, len(single)).items():
+    found, discarded = _numbered(result, len(single))
+    if single:
+        usage.unread(single[0].stage, discarded)
+    for i, (item, distribution) in found.items():
         results[i] = _item_result(dspy.Prediction(**{field: getattr(item, field), "explanation": item.explanation}),
                                   distribution)
     missing = [i for i, r in enumerate(results) if r is None]

@@ -40,6 +40,9 @@ class JudgeOptions(BaseModel):
     a third of the tokens; an unverified claim still gets Categorize's explanation. Chosen with numbers: on the 229
     human claims of vista-human:train the 1.5B local model's decisions were no worse without it, benchmarks/
     RESULTS.md). Per-claim judging only: a batched answer always explains.
+    ``empty_turns``: how a turn with content from which Decompose took no claim is labelled -- "unknown" (default:
+    a failed decomposition, with its reason, counted as a failure by every gate) or "faithful" (the paper's reading:
+    a turn with no claims is faithful).
     ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
     ``ungrounded``). ``coverage``: a sentence of the turn most of whose content words no claim carries is judged
     too, as a claim of its own marked ``added_by="coverage"`` (a turn with content then never ends with no claim;
@@ -70,6 +73,7 @@ class JudgeOptions(BaseModel):
     explain_verified: bool = False
     check_grounding: bool = True
     coverage: bool = False
+    empty_turns: Literal["unknown", "faithful"] = "unknown"
     adapter: Literal["json", "chat"] | None = None
     short_answer_tokens: int | None = Field(default=None, ge=1)
     label_probabilities: bool = True
@@ -108,11 +112,11 @@ class JudgeOptions(BaseModel):
         return self.model_dump(mode="json")
 
     def saved(self) -> dict[str, Any]:
-        """What a program file keeps: the judging options, without the endpoint's side and the run modes. An option
-        added after programs were saved is left out at its default (``LATER_OPTIONS``), so that a program saved
-        before it keeps its content hash (and a run of it still resumes)."""
+        """What a program file keeps: the judging options, without the endpoint's side and the run modes, and without
+        an option added after programs were first saved while it has its default (``SAVED_WHEN_CHANGED``), so that
+        the content hash of every program saved before it is unchanged."""
         return {k: v for k, v in self.as_dict().items()
-                if k not in NOT_SAVED and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
+                if k not in NOT_SAVED and not (k in SAVED_WHEN_CHANGED and v == SAVED_WHEN_CHANGED[k])}
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults."""
@@ -122,8 +126,8 @@ class JudgeOptions(BaseModel):
 
 # Options that describe the endpoint or the run, not the program: a program file never carries them.
 NOT_SAVED = ("short_answer_tokens", "label_probabilities", "given_claims", "categorize_all")
-# Options added after programs were saved, with the default that a program without them means.
-LATER_OPTIONS: dict[str, Any] = {"coverage": False}
+# Options added after programs were first saved, with their defaults: a program file carries one only when it differs.
+SAVED_WHEN_CHANGED: dict[str, Any] = {"coverage": False, "empty_turns": "unknown"}
 OPTION_NAMES: tuple[str, ...] = tuple(JudgeOptions.model_fields)
 
 # The CLI's flag names that differ from the option names (`vista evaluate --context` sets use_context, ...).
@@ -141,6 +145,7 @@ FLAG_NAMES: dict[str, str] = {
     "explain_verified": "explain_verified",
     "check_grounding": "check_grounding",
     "coverage": "coverage",
+    "empty_turns": "empty_turns",
 }
 
 

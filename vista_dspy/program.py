@@ -284,7 +284,7 @@ class Vista(StagedModule):
             if not turn.judged:
                 # Background (VISTA's "N/A"): the turn's claims become common ground, unjudged.
                 if claims.error is not None:
-                    errors.append(f"turn {index} (background): {claims.error}")
+                    errors.append(scoring.background_failure(index, claims.error))
                 knowledge.extend(claims.texts)
                 ungrounded_background.extend(claims.ungrounded)
                 continue

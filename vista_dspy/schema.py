@@ -205,10 +205,17 @@ class UsageCounts(_Record):
 
 
 class Usage(_Record):
-    """LM calls and tokens that reached a model (cache hits are not calls), per stage and per model."""
+    """LM calls and tokens that reached a model (cache hits are not calls), per stage and per model; and, per stage,
+    the label probabilities an answer carried that could not be read (``unread_probabilities``: the claim was
+    decided without them)."""
 
     by_stage: dict[str, UsageCounts] = Field(default_factory=dict)
     by_model: dict[str, UsageCounts] = Field(default_factory=dict)
+    unread_probabilities: dict[str, int] = Field(default_factory=dict)
+
+    def unread(self, stage: str, count: int) -> None:
+        if count:
+            self.unread_probabilities[stage] = self.unread_probabilities.get(stage, 0) + count
 
     def add(self, stage: str, model: str, counts: UsageCounts) -> None:
         self.by_stage[stage] = self.by_stage.get(stage, UsageCounts()) + counts
@@ -219,6 +226,8 @@ class Usage(_Record):
             self.by_stage[stage] = self.by_stage.get(stage, UsageCounts()) + counts
         for model, counts in other.by_model.items():
             self.by_model[model] = self.by_model.get(model, UsageCounts()) + counts
+        for stage, count in other.unread_probabilities.items():
+            self.unread(stage, count)
 
     @property
     def total(self) -> UsageCounts:
@@ -281,8 +290,12 @@ class TurnVerdict(_Record):
     duplicates_removed: int = 0
     # Decomposed claims that the turn and what precedes it do not contain: dropped, neither judged nor stored.
     ungrounded: list[str] = Field(default_factory=list)
-    # Decompose found no claim in a turn with content words: the turn is faithful by default, and flagged.
+    # Decompose found no claim in a turn with content words: a failed decomposition (``unknown``, with its error),
+    # unless the judge reads it as the paper does (``empty_turns="faithful"``); flagged either way.
     empty_decomposition: bool = False
+    # Background turns before this one whose decomposition failed: the knowledge store this turn was judged against
+    # lacks their claims.
+    knowledge_missing: list[int] = Field(default_factory=list)
     error: str | None = None
     gold_label: GoldLabel | None = None
 

@@ -3,14 +3,19 @@
 Definitions (DESIGN.md):
 - safe = VERIFIED, OUT-OF-SCOPE, ABSTENTION; unsafe = CONTRADICTED, LACKING EVIDENCE.
 - A turn is ``hallucinated`` iff some claim is unsafe (or the contradiction check fired); otherwise ``unknown``
-  if any claim (or the decomposition) failed, otherwise ``faithful``. A turn without claims is faithful.
-- VISTA score = safe claims / judged claims (ERROR claims are not judged); ``None`` when nothing was judged.
+  if any claim (or the decomposition) failed, otherwise ``faithful``. A turn with content (``grounding.
+  says_something``) from which Decompose took no claim is a failed decomposition: ``unknown``, with
+  ``EMPTY_DECOMPOSITION`` as its error, unless the judge reads it as the paper does (``empty_turns="faithful"``).
+  A turn that says nothing checkable (a greeting, a bare question) and has no claim is faithful.
+- VISTA score = safe claims / judged claims (ERROR claims are not judged); ``None`` when nothing was judged. Every
+  reader of a score that gates something (``run.testing``, ``run.judge_metric``) counts the ERROR claims too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
@@ -53,6 +58,44 @@ def turn_verdict(index: int, turn: Turn, claims: list[ClaimVerdict], *, error: s
                        score=turn_score(categories), passages=turn.grounding.reference_passages,
                        contradiction=contradiction, error=error, gold_label=turn.gold.label if turn.gold else None,
                        **fields)
+
+
+EmptyTurns = Literal["unknown", "faithful"]
+EMPTY_DECOMPOSITION = ("Decompose found no claim in a turn with content: a failed decomposition (empty_turns="
+                       "'faithful' reads such a turn as the paper does, faithful)")
+_BACKGROUND_FAILURE = re.compile(r"^turn (\d+) \(background\): ")
+
+
+def background_failure(index: int, error: str) -> str:
+    """How a dialogue verdict records a background turn whose claims never reached the knowledge store."""
+    return f"turn {index} (background): {error}"
+
+
+def failed_background(errors: Iterable[str]) -> list[int]:
+    """The background turns a dialogue verdict's ``errors`` say failed (``background_failure``), in order."""
+    return sorted(int(m.group(1)) for e in errors if (m := _BACKGROUND_FAILURE.match(e)))
+
+
+def settle_turns(turns: Sequence[TurnVerdict], errors: Sequence[str], *, empty_turns: EmptyTurns = "unknown",
+                 accumulate: bool = True) -> list[TurnVerdict]:
+    """What only the whole dialogue knows about its turns, written into their verdicts: a turn with content but no
+    claim (``empty_decomposition``) is ``unknown`` with ``EMPTY_DECOMPOSITION`` as its error (``empty_turns=
+    "faithful"``: left faithful, the paper's reading); a turn judged after a background turn whose decomposition
+    failed lists that turn in ``knowledge_missing`` (its store lacked those claims; not under ``accumulate=False``,
+    whose store never holds them)."""
+    if empty_turns not in ("unknown", "faithful"):
+        raise ValueError(f"empty_turns is 'unknown' or 'faithful', not {empty_turns!r}")
+    lost = failed_background(errors) if accumulate else []
+    settled = []
+    for turn in turns:
+        changes: dict[str, Any] = {}
+        if turn.empty_decomposition and empty_turns == "unknown" and turn.label == "faithful" and turn.error is None:
+            changes.update(label="unknown", error=EMPTY_DECOMPOSITION)
+        missing = [i for i in lost if i < turn.turn_index]
+        if missing:
+            changes["knowledge_missing"] = missing
+        settled.append(turn.model_copy(update=changes) if changes else turn)
+    return settled
 
 
 def safe_and_judged(categories: Iterable[Category]) -> tuple[int, int]:
@@ -157,13 +200,19 @@ def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
         "errors": {
             "claims": categories[Category.ERROR.value],
             "turns_failed": sum(t.error is not None for t in turns),
+            "contradiction_checks": sum(bool(t.contradiction and t.contradiction.error) for t in turns),
             "dialogue_errors": sum(len(v.errors) for v in verdicts),
+            # Judged against a knowledge store that lacks a background turn's claims (its decomposition failed).
+            "turns_missing_background": sum(bool(t.knowledge_missing) for t in turns),
         },
         "decomposition": {
             "ungrounded_claims": sum(len(t.ungrounded) for t in turns)
             + sum(len(v.ungrounded_background) for v in verdicts),
             "empty_turns": sum(t.empty_decomposition for t in turns),
         },
+        # Label probabilities the endpoint sent that could not be read (an ambiguous first token; a batched answer
+        # whose probabilities do not line up with its items): those claims were decided without them.
+        "unread_probabilities": sum(usage.unread_probabilities.values()),
         "usage": {
             "total": usage.total.model_dump(),
             "by_stage": {k: v.model_dump() for k, v in usage.by_stage.items()},

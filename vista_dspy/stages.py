@@ -118,6 +118,9 @@ class StageResult:
     usage: dict[str, UsageCounts] = field(default_factory=dict)
     # One distribution per value of the call's label field, in answer order (empty: none were given).
     distributions: list[Distribution | None] = field(default_factory=list)
+    # Label values whose probabilities the answer carried but that could not be read (None in ``distributions``;
+    # every value when none was found): booked in ``Usage.unread_probabilities`` by ``add_usage``.
+    unread: int = 0
 
 
 def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
@@ -135,6 +138,7 @@ def add_usage(usage: Usage, stage: str, result: StageResult) -> StageResult:
     """Book one stage call's usage; returns the result so calls can be accounted inline."""
     for model, counts in result.usage.items():
         usage.add(stage, model, counts)
+    usage.unread(stage, result.unread)
     return result
 
 
@@ -168,6 +172,7 @@ class _Attempts:
         self.prediction: dspy.Prediction | None = None
         self.error: str | None = None
         self.distributions: list[Distribution | None] = []
+        self.unread = 0
         self._again = True
 
     def __iter__(self):
@@ -184,6 +189,8 @@ class _Attempts:
         logprobs = prediction._store.pop("logprobs", None) if isinstance(prediction, dspy.Prediction) else None
         if self.call.label is not None and logprobs is not None:
             self.distributions = label_distributions(logprobs, *self.call.label)
+            self.unread = (sum(d is None for d in self.distributions) if self.distributions
+                           else self.call.answers)
 
     def failed(self, error: Exception) -> None:
         if isinstance(error, (*FATAL_LM_ERRORS, EndpointDown)):
@@ -195,7 +202,8 @@ class _Attempts:
             self.failures.answered()  # an answer that could not be used: the endpoint is up
 
     def result(self, tracker: Any) -> StageResult:
-        return StageResult(self.prediction, self.error, _usage_of(tracker), self.distributions)
+        return StageResult(self.prediction, self.error, _usage_of(tracker), self.distributions,
+                           self.unread if self.error is None else 0)
 
 
 class StagedModule(dspy.Module):
@@ -230,6 +238,9 @@ class StagedModule(dspy.Module):
         self, dialogue: Dialogue, turns: list[TurnVerdict], usage: Usage, errors: list[str],
         ungrounded_background: list[str] | None = None,
     ) -> DialogueVerdict:
+        options = self.option_values()
+        turns = scoring.settle_turns(turns, errors, empty_turns=options.get("empty_turns", "unknown"),
+                                     accumulate=options.get("accumulate", True))
         return DialogueVerdict(
             dialogue_id=dialogue.id,
             turns=turns,
@@ -239,7 +250,7 @@ class StagedModule(dspy.Module):
             ungrounded_background=ungrounded_background or [],
             program=self.program_name,
             model=_current_model(),
-            options=self.option_values(),
+            options=options,
             source=dialogue.source,
         )
 

@@ -88,7 +88,7 @@ def benchmark(
     and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
 
     from ..experiments.bench import Plan, build_system, default_data_dir, parse_datasets, run_benchmark, system_names
-    from ..experiments.tables import markdown
+    from ..experiments.tables import markdown, skipped_lines
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model
     from ..stages import CallFailures
@@ -125,7 +125,7 @@ def benchmark(
                                                    api_base=api_base, threads=threads), out,
                                short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
-    sys.stdout.write(markdown(result.tables))
+    sys.stdout.write(markdown(result.tables, skipped_lines(out)))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
         raise typer.Exit(130)
@@ -137,8 +137,13 @@ def _progress_callbacks(progress) -> dict:
     state: dict = {}
 
     def loaded(name, dialogues) -> None:
+        from ..experiments.bench import load_record
+
         turns = sum(len(d.judged_turns) for d in dialogues)
-        err.print(f"{name}: {len(dialogues)} dialogues, {turns} judged turns", highlight=False)
+        skipped = load_record(name, dialogues)["skipped"]
+        said = (f"; {sum(skipped.values())} rows skipped (" + ", ".join(f"{r}: {n}" for r, n in skipped.items())
+                + ")") if skipped else ""
+        err.print(f"{name}: {len(dialogues)} dialogues, {turns} judged turns{said}", highlight=False)
 
     def on_start(dataset, system, total) -> None:
         if "task" in state:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import sys
 import warnings
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -109,6 +110,17 @@ CoverageOption = Annotated[Optional[bool], typer.Option(
          "claims of their own, marked added_by 'coverage' in the verdict: a turn with content never ends with no "
          "claim. The compiled program for the local model has it on; the seed (the paper's method) off."
          + SAVED.format("off"), show_default=False)]
+
+
+class EmptyTurns(str, Enum):
+    unknown = "unknown"
+    faithful = "faithful"
+
+
+EmptyTurnsOption = Annotated[Optional[EmptyTurns], typer.Option(
+    help="How a turn with content from which Decompose took no claim is labelled: unknown (a failed decomposition, "
+         "with its reason; a failure for the CI gate) or faithful (the paper's reading: a turn with no claims is "
+         "faithful)." + SAVED.format("unknown"), show_default=False)]
 ReasoningOption = Annotated[Optional[str], typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
          "categorize; 'none' for none." + SAVED.format("none"), show_default=False)]
@@ -130,6 +142,11 @@ FailUnderOption = Annotated[Optional[float], typer.Option(
 FailUnderFaithfulOption = Annotated[Optional[float], typer.Option(
     min=0.0, max=1.0, help="CI gate: exit 1 when the share of judged turns labelled faithful (0 to 1; an unknown "
                            "turn is not faithful) is below this.", show_default=False)]
+MaxUnjudgedOption = Annotated[Optional[int], typer.Option(
+    min=0, help="CI gate: exit 1 when more than N things could not be judged: ERROR claims, turns without claims "
+                "(a failed or empty decomposition), failed contradiction checks, failed background turns. Default: "
+                "0 whenever --fail-under or --fail-under-faithful is given (a score that leaves failures out never "
+                "passes on its own).", show_default=False)]
 
 
 # Over 80 lines only for its signature: typer declares each flag in it (42 lines); the body is 44.
@@ -162,6 +179,7 @@ def evaluate(
     explain_verified: ExplainVerifiedOption = None,
     check_grounding: CheckGroundingOption = None,
     coverage: CoverageOption = None,
+    empty_turns: EmptyTurnsOption = None,
     label_probabilities: LabelProbabilitiesOption = None,
     adapter: AdapterOption = None,
     temperature: TemperatureOption = None,
@@ -176,6 +194,7 @@ def evaluate(
     json_summary: JsonOption = False,
     fail_under: FailUnderOption = None,
     fail_under_faithful: FailUnderFaithfulOption = None,
+    max_unjudged: MaxUnjudgedOption = None,
 ) -> None:
     """Judge every assistant turn of the dialogues in INPUT; write per-dialogue verdicts as they finish."""
     from ..lm.clients.cache import use_cache_for
@@ -192,7 +211,7 @@ def evaluate(
     flags = from_flags(context=context, accumulate=accumulate, history=history, zero_shot=zero_shot,
                        contradiction_check=contradiction_check, background=background, claim_calls=claim_calls,
                        decompose_calls=decompose_calls, reasoning=reasoning, explain_verified=explain_verified,
-                       check_grounding=check_grounding, coverage=coverage,
+                       check_grounding=check_grounding, coverage=coverage, empty_turns=empty_turns,
                        judge_given_claims=judge_given_claims or None)
     if label_probabilities is not None:
         lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
@@ -222,15 +241,19 @@ def evaluate(
         progress.update(progress.task_ids[0], completed=len(result.verdicts))
 
     _show(console, result, out, show_claims=show_claims, json_summary=json_summary)
-    _gate(result.summary, fail_under, fail_under_faithful)
+    _gate(result.summary, fail_under, fail_under_faithful, max_unjudged)
 
 
-def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | None) -> None:
-    """Exit 1 with one line when the run misses a threshold of the CI gate."""
+def _gate(summary: dict, fail_under: float | None, fail_under_faithful: float | None,
+          max_unjudged: int | None) -> None:
+    """Exit 1 with one line when the run misses a threshold of the CI gate (a score gate allows no failure unless
+    --max-unjudged says how many)."""
     from ..run.testing import shortfalls
 
-    missed = shortfalls(summary, min_score=fail_under, min_faithful=fail_under_faithful)
-    flags = {"min_score": "--fail-under", "min_faithful": "--fail-under-faithful"}
+    if max_unjudged is None and (fail_under is not None or fail_under_faithful is not None):
+        max_unjudged = 0
+    missed = shortfalls(summary, min_score=fail_under, min_faithful=fail_under_faithful, max_unjudged=max_unjudged)
+    flags = {"min_score": "--fail-under", "min_faithful": "--fail-under-faithful", "max_unjudged": "--max-unjudged"}
     if missed:
         err.print("[bold red]failed:[/] " + "; ".join(f"{text} ({flags[name]})" for name, text in missed.items()),
                   highlight=False, soft_wrap=True)

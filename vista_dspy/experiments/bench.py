@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..baselines import SYSTEMS as BASELINES
 from ..data import load_dialogues
-from ..data.benchmarks import BENCHMARKS, load_benchmark, sample
+from ..data.benchmarks import BENCHMARKS, last_report, load_benchmark, sample
 from ..options import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, JudgeOptions
 from ..program import Vista
 from ..run.runner import RunResult, evaluate, run_settings
@@ -169,10 +169,11 @@ def run_benchmark(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
+    loads = {name: load_record(name, dialogues) for name, dialogues in samples.items()}
     for name, dialogues in samples.items():
         if loaded is not None:
             loaded(name, dialogues)
-    _record_plan(out_dir, plan)
+    _record_plan(out_dir, plan, loads)
     runs: dict[tuple[str, str], RunResult] = {}
     interrupted = False
     changes: dict[str, Any] = {"label_probabilities": plan.label_probabilities}
@@ -201,13 +202,24 @@ def run_benchmark(
     return BenchmarkResult(out_dir=out_dir, runs=runs, tables=tables, interrupted=interrupted)
 
 
-def _record_plan(out_dir: Path, plan: Plan) -> None:
-    """Append the plan to benchmark.json's list (several commands may fill one directory; tables cover all)."""
+def load_record(name: str, dialogues: list[Dialogue]) -> dict[str, Any]:
+    """What loading dataset ``name`` kept and skipped: rows kept, rows skipped per reason (a benchmark loader's
+    report; VISTA's own format skips nothing) and the dialogues sampled from them."""
+    if name in BENCHMARKS:
+        report = last_report(name)
+        return {"kept": report.kept, "skipped": dict(report.skipped.most_common()), "sampled": len(dialogues)}
+    return {"kept": len(dialogues), "skipped": {}, "sampled": len(dialogues)}
+
+
+def _record_plan(out_dir: Path, plan: Plan, loads: dict[str, dict[str, Any]] | None = None) -> None:
+    """Append the plan to benchmark.json's list (several commands may fill one directory; tables cover all), and
+    record what each dataset's loader kept and skipped (``loaded``, the latest load of each)."""
     path = out_dir / PLAN
     document = json.loads(path.read_text()) if path.exists() else {}
     plans = document.setdefault("plans", [])
     if plan.to_json() not in plans:
         plans.append(plan.to_json())
+    document.setdefault("loaded", {}).update(loads or {})
     path.write_text(json.dumps(document, indent=2) + "\n")
 
 

@@ -81,8 +81,15 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     table.add_row("VISTA score (micro)", _pct(summary.get("vista_score")))
     table.add_row("categories", ", ".join(f"{k} {v}" for k, v in summary["categories"].items() if v))
     errors = summary["errors"]
-    table.add_row("errors", f"claims {errors['claims']}, failed turns {errors['turns_failed']}, "
-                            f"other {errors['dialogue_errors']}")
+    table.add_row("errors", f"ERROR claims {errors['claims']}, turns without claims {errors['turns_failed']}, "
+                            f"contradiction checks {errors.get('contradiction_checks', 0)}, "
+                            f"background turns {errors['dialogue_errors']}")
+    if errors.get("turns_missing_background"):
+        table.add_row("incomplete knowledge", f"{errors['turns_missing_background']} turns judged against a store "
+                                              "without a failed background turn's claims")
+    if summary.get("unread_probabilities"):
+        table.add_row("label probabilities", f"{summary['unread_probabilities']} given but unreadable: those claims "
+                                             "were decided without them")
     decomposition = summary.get("decomposition")
     if decomposition:
         table.add_row("decomposition", f"ungrounded claims dropped {decomposition['ungrounded_claims']}, turns with "

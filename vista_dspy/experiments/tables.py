@@ -88,6 +88,23 @@ def _timing(out_dir: Path, dataset: str, system: str) -> float | None:
     return timing["seconds"] / timing["dialogues"] if timing["dialogues"] else None
 
 
+def loads(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """What each dataset's loader kept and skipped, as the benchmark recorded it (``bench.load_record``)."""
+    path = out_dir / PLAN
+    return json.loads(path.read_text()).get("loaded", {}) if path.exists() else {}
+
+
+def skipped_lines(out_dir: Path) -> list[str]:
+    """One Markdown line per dataset whose loader skipped rows: how many, and why."""
+    lines = []
+    for dataset, load in loads(out_dir).items():
+        skipped = sum(load.get("skipped", {}).values())
+        if skipped:
+            reasons = ", ".join(f"{reason}: {count}" for reason, count in load["skipped"].items())
+            lines.append(f"- {dataset}: {skipped} of {load['kept'] + skipped} rows skipped ({reasons})")
+    return lines
+
+
 def _mark(pvalue: float | None) -> str:
     if pvalue is None:
         return ""
@@ -98,11 +115,13 @@ def accuracy_table(turns: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     """Rows dataset x system over turns with a gold label: accuracy (unknown counted wrong), F1 of the
     hallucinated class, and the exact McNemar test against VISTA on the same turns."""
     rows = []
+    loaded = loads(out_dir)
     labelled = turns[turns["gold_label"].notna()] if not turns.empty else turns
     for (dataset, system), group in labelled.groupby(["dataset", "system"], sort=False):
         metrics = scoring.turn_metrics(list(group["label"]), list(group["gold_label"]))
         row = {
             "dataset": dataset, "system": system, "turns": metrics["turns"],
+            "skipped_rows": sum(loaded.get(dataset, {}).get("skipped", {}).values()) if dataset in loaded else None,
             "accuracy": metrics["accuracy"], "vs_vista": "", "vs_vista_p": None,
             "accuracy_excl_unknown": metrics["accuracy_excluding_unknown"],
             "unknown": metrics["unknown"], "precision_h": metrics["precision_hallucinated"],
@@ -179,7 +198,7 @@ def write_tables(out_dir: Path) -> dict[str, pd.DataFrame]:
     names = {"accuracy": "table", "abstention": "abstention", "contradiction": "contradiction"}
     for key, frame in tables.items():
         frame.to_csv(out_dir / f"{names[key]}.csv", index=False)
-    (out_dir / "table.md").write_text(markdown(tables))
+    (out_dir / "table.md").write_text(markdown(tables, skipped_lines(out_dir)))
     plan_path = out_dir / PLAN
     document = json.loads(plan_path.read_text()) if plan_path.exists() else {}
     document["tables"] = {k: json.loads(v.to_json(orient="records")) for k, v in tables.items()}
@@ -190,6 +209,7 @@ def write_tables(out_dir: Path) -> dict[str, pd.DataFrame]:
 # Display: column -> (header, format); pct = fraction shown in %, p = p-value, num = 1 decimal, else as is.
 DISPLAY: dict[str, tuple[str, str]] = {
     "dataset": ("dataset", ""), "system": ("system", ""), "turns": ("turns", ""),
+    "skipped_rows": ("rows skipped", ""),
     "accuracy": ("accuracy %", "pct"), "accuracy_excl_unknown": ("acc. excl. unknown %", "pct"),
     "unknown": ("unknown", ""), "precision_h": ("P halluc. %", "pct"), "recall_h": ("R halluc. %", "pct"),
     "f1_h": ("F1 halluc. %", "pct"), "always_h": ("always-halluc. %", "pct"), "vs_vista_p": ("p vs vista", "p"),
@@ -206,7 +226,8 @@ DISPLAY: dict[str, tuple[str, str]] = {
 TABLE_TEXT: dict[str, tuple[str, str]] = {
     "accuracy": ("Turn accuracy", "Accuracy counts `unknown` turns (a stage failed) as wrong. Marks: exact McNemar "
                  "test against `vista` on the same turns, * p < 0.05, ** p < 0.01. always-halluc.: accuracy of "
-                 "calling every turn hallucinated. calls/turn: LM calls that reached the model per judged turn "
+                 "calling every turn hallucinated. rows skipped: rows of the dataset its loader left out (per reason "
+                 "below the tables). calls/turn: LM calls that reached the model per judged turn "
                  "(cache hits are not calls). s/dialogue: wall time of the sessions that judged."),
     "abstention": ("Abstention (CoCoNot)", "Refusals should carry an ABSTENTION claim and compliant answers "
                    "should not (abstention acc. is over both); empty for systems without VISTA's categories."),
@@ -236,12 +257,14 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
-def markdown(tables: dict[str, pd.DataFrame]) -> str:
-    """The tables as Markdown with their notes."""
+def markdown(tables: dict[str, pd.DataFrame], skipped: Sequence[str] = ()) -> str:
+    """The tables as Markdown with their notes, and (``skipped``) the rows the loaders left out, per reason."""
     parts = []
     for key, frame in tables.items():
         view = display_table(frame)
         table = view.to_markdown(index=False, disable_numparse=True,
                                  colalign=["left", "left"] + ["right"] * (len(view.columns) - 2))
         parts.append(f"## {TABLE_TEXT[key][0]}\n\n{table}\n\n{TABLE_TEXT[key][1]}\n")
+    if parts and skipped:
+        parts.append("## Rows the loaders skipped\n\n" + "\n".join(skipped) + "\n")
     return "\n".join(parts) or "No runs yet.\n"

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import dataclasses
 import json
+import logging
 import os
 import signal
 import socket
@@ -283,8 +284,11 @@ class LocalServer:
         if self.process is None or self.process.poll() is not None:
             return
         if self.warm is not None:
-            with contextlib.suppress(Exception):  # a warm start is an optimisation: never a reason to fail
+            try:
                 self.warm.save(self.settings.port)
+            except Exception as exc:  # a warm start is an optimisation: never a reason to fail, but said
+                logging.getLogger(__name__).warning("warm start: the slots were not saved: %s: %s",
+                                                    type(exc).__name__, exc)
         self.process.terminate()
         try:
             self.process.wait(timeout=15)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .clients.cache import cache_root
+
+logger = logging.getLogger(__name__)
 
 # Default bound of the whole kv-slots directory; VISTA_WARM_START_MB sets another (0 turns warm starts off).
 DEFAULT_MAX_MB = 2048
@@ -83,12 +86,14 @@ class WarmStart:
     def restore(self, port: int, slots: int) -> list[int]:
         """Load every saved slot of this program into the server on ``port``; the slots restored. A file the server
         cannot restore is deleted (it would fail again); nothing here raises."""
-        restored = []
+        restored, failed = [], []
         for slot in range(slots):
             path = self.directory / slot_file(self.program_key, slot)
             if not path.is_file():
                 continue
             ok = _slot_action(port, slot, "restore", path.name)
+            if not ok:
+                failed.append(slot)
             with contextlib.suppress(OSError):  # a read-only cache: restore anyway, keep the file
                 if ok:
                     path.touch()  # recently used: pruned last
@@ -96,14 +101,20 @@ class WarmStart:
                     path.unlink(missing_ok=True)
             if ok:
                 restored.append(slot)
+        if failed:
+            logger.warning("warm start: %d saved slots could not be restored from %s (deleted; their prompts are "
+                           "read afresh)", len(failed), self.directory)
         return restored
 
     def save(self, port: int) -> list[int]:
         """Write the slots this server used to disk (a slot restored and never used keeps its file), then keep the
         whole kv-slots directory under the bound; the slots saved."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        saved = [slot for slot in used_slots(port)
-                 if _slot_action(port, slot, "save", slot_file(self.program_key, slot))]
+        used = used_slots(port)
+        saved = [slot for slot in used if _slot_action(port, slot, "save", slot_file(self.program_key, slot))]
+        if len(saved) < len(used):
+            logger.warning("warm start: %d of %d used slots could not be saved to %s (the next command reads their "
+                           "prompts afresh)", len(used) - len(saved), len(used), self.directory)
         prune(self.directory.parent, self.limit)
         return saved
 

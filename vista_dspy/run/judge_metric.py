@@ -4,8 +4,10 @@ A grounded chatbot is built the DSPy way, as a program whose prediction is a res
 reference document; ``VistaMetric`` judges that response as VISTA judges an assistant turn: decomposed into claims,
 each verified against the document and the claims of the earlier turns, each unverified one categorized. The
 earlier turns are the knowledge store: their assistant turns are common ground (VISTA's "N/A" grounding: decomposed,
-their claims stored unjudged), so a response may build on what was said before. The score is the turn's VISTA
-score (safe claims / judged claims; 1.0 for a turn with no claim).
+their claims stored unjudged), so a response may build on what was said before. The score is the share of the
+response's claims that are safe, a claim the judge could not judge (ERROR) counting as not safe; a response that
+makes no claim scores ``empty_score`` (default 0.0: saying nothing is not rewarded); one whose decomposition failed
+or found no claim in its content has no score (``JudgeFailed``).
 
 The judge runs under its own LM and adapter, whatever the program being optimized runs with, in any number of
 threads; a turn judged before is not asked again, and ``usage`` counts every judge call per stage.
@@ -23,6 +25,7 @@ from typing import Any
 import dspy
 
 from ..program import Vista
+from ..scoring import safe_and_judged
 from ..schema import (
     Category,
     ClaimVerdict,
@@ -66,8 +69,12 @@ class VistaMetric:
             reference (a text, or a list of retrieved passages) and the judged response are; each is looked up on
             the prediction, then on the example. Defaults fit a ``dspy.Signature("history, document -> response")``
             chatbot.
-        threshold: a response passes (``trace`` given: bootstrapping) when its score reaches this. Default 1.0:
-            every claim safe.
+        threshold: a response passes (``trace`` given: bootstrapping) when its score reaches this and no part of it
+            failed to be judged (an ERROR claim, a failed contradiction check: an ``unknown`` turn never passes).
+            Default 1.0: every claim safe.
+        empty_score: the score of a response that makes no claim at all (a greeting, a bare question, an empty
+            answer). Default 0.0, so that an optimizer is not rewarded for saying nothing; 1.0 is the paper's
+            reading (a turn with no claims is faithful).
         parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
             failures in a row stop the optimization with ``JudgeEndpointDown``).
         system: "vista" (the program's method) or "evidence" (the program's claims decided by its evidence model
@@ -77,8 +84,9 @@ class VistaMetric:
 
     def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
                  history_field: str = "history", document_field: str = "document",
-                 response_field: str = "response", threshold: float = 1.0, parse_retries: int = 2,
-                 stop_after: int = 3, port: int | None = None, system: str = "vista", **options: Any) -> None:
+                 response_field: str = "response", threshold: float = 1.0, empty_score: float = 0.0,
+                 parse_retries: int = 2, stop_after: int = 3, port: int | None = None, system: str = "vista",
+                 **options: Any) -> None:
         from ..lm.models import program_for_model
 
         self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
@@ -94,6 +102,7 @@ class VistaMetric:
             self._server.program_key = self.judge.content_hash()  # its warm start
         self.fields = {"history": history_field, "document": document_field, "response": response_field}
         self.threshold = threshold
+        self.empty_score = empty_score
         self.calls = CallFailures(parse_retries, stop_after)
         self.usage = Usage()
         self.failures: list[str] = []
@@ -111,7 +120,8 @@ class VistaMetric:
         feedback is the same for every predictor (``pred_name``, ``pred_trace``): VISTA judges the response."""
         turn = self.turn(gold, pred)
         score = self.score(turn)
-        return Judgement(score=score, feedback=self.describe(turn), passed=score >= self.threshold)
+        return Judgement(score=score, feedback=self.describe(turn, empty_score=self.empty_score),
+                         passed=score >= self.threshold and turn.label != "unknown")
 
     def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
                  pred_trace: Any = None) -> Judgement:
@@ -149,12 +159,16 @@ class VistaMetric:
         return verdict
 
     def score(self, turn: TurnVerdict) -> float:
-        if turn.score is not None:
-            return turn.score
-        if turn.error is None and not turn.claims:
-            return 1.0  # nothing asserted, nothing unsafe
-        raise JudgeFailed(f"no claim of the response could be judged: "
-                          f"{turn.error or next(c.error for c in turn.claims if c.error)}")
+        """Safe claims / all claims (an ERROR claim counts as not safe); ``empty_score`` for a response without
+        claims; ``JudgeFailed`` when nothing of it could be judged."""
+        errors = sum(c.category is Category.ERROR for c in turn.claims)
+        if turn.error is not None or (turn.claims and errors == len(turn.claims)):
+            raise JudgeFailed(f"no claim of the response could be judged: "
+                              f"{turn.error or next(c.error for c in turn.claims if c.error)}")
+        if not turn.claims:
+            return self.empty_score
+        safe, judged = safe_and_judged(c.category for c in turn.claims)
+        return safe / (judged + errors)
 
     def dialogue(self, example: Any, prediction: Any, background: Sequence[str] = ()) -> Dialogue:
         """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
@@ -186,14 +200,15 @@ class VistaMetric:
         return None
 
     @staticmethod
-    def describe(turn: TurnVerdict, document: Any = None) -> str:
+    def describe(turn: TurnVerdict, document: Any = None, *, empty_score: float = 0.0) -> str:
         """Feedback for an optimizer: every unsafe claim with its category and the judge's reason, and what the
         reference says (``document``, else the turn's passages)."""
         if document is None and turn.passages:
             document = number_passages(turn.passages)
         unsafe = [c for c in turn.claims if c.category in (Category.CONTRADICTED, Category.LACKING_EVIDENCE)]
         if not turn.claims:
-            return "The response makes no claim; nothing in it is unsupported."
+            return (f"The response makes no claim: it says nothing the reference could support (scored "
+                    f"{empty_score:g}).")
         lines = [f"{len(unsafe)} of {len(turn.claims)} claims of the response are not supported by the reference "
                  "or the dialogue so far." if unsafe else
                  f"All {len(turn.claims)} claims of the response are supported, or are opinions, remarks or "
@@ -201,7 +216,7 @@ class VistaMetric:
         lines += [f"- {claim_line(claim)}" for claim in unsafe]
         errors = [c for c in turn.claims if c.category is Category.ERROR]
         if errors:
-            lines.append(f"({len(errors)} claims could not be judged.)")
+            lines.append(f"({len(errors)} claims could not be judged: they count as not supported.)")
         if unsafe and document:
             text = " ".join(str(document).split())
             lines.append(f"The reference says: {text[:600]}{' ...' if len(text) > 600 else ''}")

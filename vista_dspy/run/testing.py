@@ -18,11 +18,24 @@ from ..scoring import summarize
 from .judge_metric import VistaMetric, claim_line
 
 
-def shortfalls(summary: dict[str, Any], *, min_score: float | None = None,
-               min_faithful: float | None = None) -> dict[str, str]:
+# What a run could not judge, by kind: each is a failure of its own (a turn's ERROR claims and the turn are not both
+# counted: a turn counts only when it has no claim to fail).
+NOT_JUDGED = {"claims": "ERROR claims", "turns_failed": "turns without claims (failed or empty decomposition)",
+              "contradiction_checks": "failed contradiction checks", "dialogue_errors": "failed background turns"}
+
+
+def not_judged(summary: dict[str, Any]) -> dict[str, int]:
+    """The failures in a run's summary (``scoring.summarize``), by kind (``NOT_JUDGED``), leaving out kinds with none."""
+    errors = summary.get("errors", {})
+    return {kind: errors[kind] for kind in NOT_JUDGED if errors.get(kind)}
+
+
+def shortfalls(summary: dict[str, Any], *, min_score: float | None = None, min_faithful: float | None = None,
+               max_unjudged: int | None = None) -> dict[str, str]:
     """The thresholds a run's summary (``scoring.summarize``) misses, by name, each said in a few words; empty when
-    it passes. ``min_score``: the micro VISTA score (no judged claim at all misses it); ``min_faithful``: the share
-    of judged turns labelled faithful (an ``unknown`` turn is not faithful)."""
+    it passes. ``min_score``: the micro VISTA score (no judged claim at all misses it; the score leaves ERROR claims
+    out, so pair it with ``max_unjudged``); ``min_faithful``: the share of judged turns labelled faithful (an
+    ``unknown`` turn is not faithful); ``max_unjudged``: the most failures (``not_judged``) allowed."""
     missed = {}
     if min_score is not None:
         score = summary["vista_score"]
@@ -34,16 +47,23 @@ def shortfalls(summary: dict[str, Any], *, min_score: float | None = None,
         if share is None or share < min_faithful:
             missed["min_faithful"] = (f"faithful turns {faithful}/{judged}"
                                       f"{'' if share is None else f' ({share:.3f})'} are below {min_faithful:g}")
+    if max_unjudged is not None:
+        failures = not_judged(summary)
+        if sum(failures.values()) > max_unjudged:
+            missed["max_unjudged"] = (f"{sum(failures.values())} not judged ("
+                                      + ", ".join(f"{n} {NOT_JUDGED[kind]}" for kind, n in failures.items())
+                                      + f") is more than {max_unjudged} allowed")
     return missed
 
 
 def assert_faithful(dialogue: Dialogue | list[dict[str, Any]] | dict[str, Any],
                     judge: VistaMetric | str | dspy.BaseLM = "local", *, min_score: float = 1.0,
-                    min_faithful: float | None = None) -> DialogueVerdict:
+                    min_faithful: float | None = None, max_unjudged: int = 0) -> DialogueVerdict:
     """Judge ``dialogue`` with VISTA and fail (``AssertionError``) when its VISTA score is below ``min_score``
     (default 1.0: every judged claim safe), its share of faithful turns below ``min_faithful`` (default: not
-    checked), or any of its claims could not be judged. The message names every unsafe claim with its turn, its
-    category and the judge's explanation. Returns the verdict.
+    checked), or more than ``max_unjudged`` things could not be judged (default 0: an ERROR claim, a turn without
+    claims, a failed contradiction check or background turn fails the test). The message names every unsafe claim
+    with its turn, its category and the judge's explanation, and every failure. Returns the verdict.
 
     ``dialogue``: a ``Dialogue``, or one conversation in the chat shape (a list of ``{role, content}`` messages, or
     ``{"messages": [...]}``; see ``vista_dspy.data.chat``). ``judge``: a ``VistaMetric`` (share one across tests:
@@ -61,11 +81,12 @@ def assert_faithful(dialogue: Dialogue | list[dict[str, Any]] | dict[str, Any],
     else:
         with VistaMetric(judge) as metric:
             verdict = metric.judge_dialogue(dialogue)
-    missed = list(shortfalls(summarize([verdict]), min_score=min_score, min_faithful=min_faithful).values())
+    missed = list(shortfalls(summarize([verdict]), min_score=min_score, min_faithful=min_faithful,
+                             max_unjudged=max_unjudged).values())
     unjudged = [claim_line(c) for t in verdict.turns for c in t.claims if c.category is Category.ERROR]
-    unjudged += [f"turn {t.turn_index}: {t.error}" for t in verdict.turns if t.error] + verdict.errors
-    if unjudged:
-        missed.append(f"{len(unjudged)} claims or turns not judged")
+    unjudged += [f"turn {t.turn_index}: {t.error}" for t in verdict.turns if t.error]
+    unjudged += [f"turn {t.turn_index}: contradiction check failed: {t.contradiction.error}" for t in verdict.turns
+                 if t.contradiction and t.contradiction.error] + verdict.errors
     if missed:
         lines = [f"VISTA: dialogue {dialogue.id}: {'; '.join(missed)}"]
         lines += [f"  turn {t.turn_index}: {claim_line(c)}" for t in verdict.turns for c in t.claims
