@@ -86,9 +86,10 @@ def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_p
     assert meta["demos"]["verify"] == 3 and meta["cost"]["calls"] > 0
     assert meta["gate"]["turns"]["items"] == sum(len(d.judged_turns) for d in dialogues[20:24])
     assert meta["gate"]["claims"]["items"] > 0 and meta["gate"]["passed"] == result.passed
+    # The rule engine judges the same with or without these demos: both sides score alike, and the gate refuses.
     for side in ("base", "compiled"):
-        assert 0.0 <= meta["scores"][side]["agreement"] <= 1.0
-        assert 0.0 <= meta["scores"][side]["turn_accuracy"] <= 1.0
+        assert (meta["scores"][side]["agreement"], meta["scores"][side]["turn_accuracy"]) == (0.5, 0.5)
+    assert meta["gate"]["passed"] is False
 
 
 def test_bootstrap_and_random_search(dialogues):
@@ -96,16 +97,16 @@ def test_bootstrap_and_random_search(dialogues):
     result, _ = compile_with_rules(dialogues[:10], dialogues[10:13], optimizer="bootstrap", budgets=budgets,
                                    budget=3)
     got = {name: len(getattr(result.program, name).demos) for name in budgets}
-    assert all(0 < got[name] <= k for name, k in budgets.items() if name != "categorize")
-    assert got["categorize"] <= 1 and incomplete_demos(result.program) == []
+    assert got == budgets and incomplete_demos(result.program) == []  # every budget filled
     assert all(d.get("augmented") for d in result.program.verify.demos)  # model traces, not raw examples
 
     result, _ = compile_with_rules(dialogues[:10], dialogues[10:13], optimizer="random-search", budgets=budgets,
                                    budget=2, seed=5)
     candidates = result.meta.choice["candidates"]
     assert [c["seed"] for c in candidates] == [5, 6]
-    best = max([result.meta.scores["base"]["agreement"]] + [c["agreement"] for c in candidates])
-    assert result.meta.scores["compiled"]["agreement"] == best
+    # The rule engine's answers do not depend on the demos: every candidate ties with the base at 2/3.
+    assert [c["agreement"] for c in candidates] == pytest.approx([2 / 3, 2 / 3])
+    assert result.meta.scores["base"]["agreement"] == result.meta.scores["compiled"]["agreement"] == pytest.approx(2 / 3)
 
 
 def test_labeled_needs_human_claims(dialogues):
@@ -179,7 +180,8 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
     assert len(frame) == 3
     program, adapter = program_from_params(base, pool, more.best_params)
     assert len(program.verify.demos) == min(more.best_params["demos_verify"], pool.sizes()["verify"])
-    assert program.options.use_context == more.best_params["use_context"] and adapter in ("json", "chat")
+    assert program.options.use_context == more.best_params["use_context"] and adapter == more.best_params["adapter"]
+    assert more.best_params["adapter"] == "json"  # every trial ties on the rule engine: the first is best
     assert ("verify" in program.options.reasoning) == more.best_params["reasoning_verify"]
 
 
@@ -197,11 +199,12 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
         gated = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
                                     "decompose=2,verify=2,categorize=1", "--optimizer", "labeled"])
         assert gated.exit_code == 0, gated.output
-        saved = (tmp_path / "openai_fake.json").exists()
         output = " ".join(gated.output.split())
         assert "turns: compiled program" in output and "claim decisions: compiled program" in output
-        assert saved == ("): passed" in output) == (gated.stdout.strip() != "")
-        assert saved or "nothing saved for openai_fake: the seed program stays" in output
+        # The rule engine answers alike with any demos: no better claim decision, so the gate refuses.
+        assert "claim decisions: compiled program 3/10 right, seed program 3/10" in output
+        assert "nothing saved for openai_fake: the seed program stays" in output
+        assert not (tmp_path / "openai_fake.json").exists() and gated.stdout.strip() == ""
         result = runner.invoke(app, ["compile", *common, "--api-base", server.url, "--demos",
                                      "decompose=2,verify=2,categorize=1", "--optimizer", "claims", "--always-save"])
         assert result.exit_code == 0, result.output
@@ -209,14 +212,17 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
         assert meta["optimizer"] == "claims" and meta["gate"]["turns"]["items"] > 0
         assert meta["model"] == "openai/fake" and meta["train"]["part"] == "train" and meta["dev"]["part"] == "dev"
         assert set(meta["choice"]["variants"]) == {"base", "pool"}
-        from_pool = meta["choice"]["chosen"] == "pool"
-        assert meta["demos"]["verify"] == (2 if from_pool else len(Vista.from_program(None).verify.demos))
+        # No pool demo does better than the seed's on the rule engine: the base is chosen, its demos kept.
+        assert meta["choice"]["chosen"] == "base"
+        assert meta["demos"]["verify"] == len(Vista.from_program(None).verify.demos) == 6
         result = runner.invoke(app, ["study", *common, "--api-base", server.url, "--trials", "3", "--apply",
                                      "--name", "studied", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
                                      "--report", str(tmp_path / "study.html")])
         assert result.exit_code == 0, result.output
         assert "best trial" in result.stdout and "gate: " in result.stdout
-        assert (tmp_path / "studied.json").exists() == ("passes" in result.stdout)
+        # Every trial ties on the rule engine: the best is the base program's own, and nothing is applied.
+        assert "gate: the best trial is the base program's own (trial 0)" in " ".join(result.stdout.split())
+        assert not (tmp_path / "studied.json").exists()
         page = (tmp_path / "study.html").read_text()
         assert page.count("<svg") == 2 and "decomposition_f1" in page and "Gate:" in page
     result = runner.invoke(app, ["compile", "--model", "openai/x", "--optimizer", "magic"])

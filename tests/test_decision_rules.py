@@ -194,7 +194,7 @@ def test_the_cascade_skips_exactly_the_claims_in_its_band():
     supported, marked = verdict.turns[0].claims
     assert supported.stage == "evidence" and supported.decided_by == "evidence"
     assert supported.category is Category.VERIFIED and "Decided by evidence alone" in supported.explanation
-    assert marked.stage in ("verify", "categorize") and marked.decided_by == "rule"
+    assert marked.stage == "categorize" and marked.decided_by == "rule"  # Verify did not verify it
     assert verdict.usage.by_stage["verify"].calls == 1 and verdict.usage.by_stage["categorize"].calls == 1
 
 
@@ -227,10 +227,10 @@ def test_the_rule_optimizer_fits_on_decomposed_claims_and_gates(dev_file):
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
             result = compile_program(dialogues[:12], dialogues[12:16], optimizer="rule", alpha=1.0)
     choice = result.meta.choice
-    assert choice["chosen"] in ("evidence", "evidence + verify", "evidence + both stages")
+    assert choice["chosen"] == "evidence"  # the fake server's probabilities add nothing to its cues
     assert result.program.rule is not None and result.meta.rule == result.program.rule.model_dump(mode="json")
-    assert result.program.rule.fitted["turns"] == choice["turns"] > 0
+    assert result.program.rule.fitted["turns"] == choice["turns"] == 12
     # Demos stay the base's.
     assert [dict(d) for d in result.program.verify.demos] == [dict(d) for d in Vista.from_program(None).verify.demos]
-    assert result.meta.gate["turns"]["items"] > 0
+    assert (result.meta.gate["turns"]["items"], result.meta.gate["claims"]["items"]) == (4, 21)
     assert json.loads(json.dumps(result.meta.model_dump()))

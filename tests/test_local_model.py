@@ -126,7 +126,9 @@ def real_model():
 
 @pytest.mark.slow
 def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
-    """Starts the embedded llama.cpp server, judges the bundled example, and checks a clean shutdown."""
+    """Starts the embedded llama.cpp server, judges the bundled example, compares its turn labels with the example's
+    gold labels (the first answer is supported by its document, the second invents two figures), and checks a
+    clean shutdown."""
     port = _free_port()
     out = tmp_path / "out"
     command = [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(REPO / "examples" / "quickstart.json"),
@@ -136,11 +138,15 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
     assert "embedded local model" in done.stderr
     summary = json.loads(done.stdout)
     assert summary["judged_turns"] == 2 and summary["claims"] >= 2
-    assert summary["errors"] == {"claims": 0, "turns_failed": 0, "dialogue_errors": 0}
+    assert summary["errors"] == {"claims": 0, "turns_failed": 0, "contradiction_checks": 0, "dialogue_errors": 0,
+                                 "turns_missing_background": 0}
     [line] = (out / "verdicts.jsonl").read_text().splitlines()
     verdict = json.loads(line)
+    assert [t["gold_label"] for t in verdict["turns"]] == ["faithful", "hallucinated"]
+    missed = [f"turn {t['turn_index']}: judged {t['label']}, gold {t['gold_label']}" for t in verdict["turns"]
+              if t["label"] != t["gold_label"]]
+    assert not missed, "the local model misses the quickstart example's gold labels: " + "; ".join(missed)
     for turn in verdict["turns"]:
-        assert turn["label"] in ("faithful", "hallucinated")
         for claim in turn["claims"]:
             assert claim["category"] != "ERROR"
             if claim["stage"] == "evidence" or claim.get("raw_label") not in (None, claim["category"]):

@@ -33,9 +33,10 @@ def test_paired_f1_difference_matches_sklearn_with_a_bootstrap_interval():
 def test_krippendorff_alpha_nominal():
     perfect = [["a", "b", "a", "c"], ["a", "b", "a", "c"]]
     assert krippendorff_alpha(perfect) == pytest.approx(1.0)
-    # Textbook-style check: one disagreement among 4 items of 2 raters.
+    # One disagreement among 4 items of 2 raters, by hand: pairable values a 3, b 5 (n = 8); observed
+    # disagreement 2/8; expected 2 * 3 * 5 / (8 * 7) = 30/56; alpha = 1 - (2/8) / (30/56) = 8/15.
     some = [["a", "b", "a", "b"], ["a", "b", "b", "b"]]
-    assert 0 < krippendorff_alpha(some) < 1
+    assert krippendorff_alpha(some) == pytest.approx(8 / 15)
     with_missing = [["a", None, "b"], ["a", "b", "b"]]
     assert krippendorff_alpha(with_missing) == pytest.approx(1.0)
     with pytest.raises(ValueError):
