@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The claims protocol for an embedded model, as RESULTS.md records it ("Compilation that pays"): `vista compile`
-# chooses demos, calibration and judging mode on the human claims of vista-human:train (cross-fitted by dialogue)
-# and gates the result on vista-human:dev, which no choice sees. The candidate is kept under benchmarks/programs/
-# whatever the gate says (the table of benchmarks/compiled_table.py reads it); it ships as
-# vista_dspy/compiled/<model>.json only if it passed. Every LM answer is cached: a rerun resumes where one stopped.
+# `vista compile` for an embedded model with its default optimizer (the decision rule over the judge's label
+# probabilities and the claims' evidence, fitted on vista-human:train judged end to end, cross-fitted by dialogue)
+# gated on vista-human:dev, which no choice sees; extra arguments go to `vista compile` (e.g. --optimizer claims).
+# No run of this script in its current form is recorded in RESULTS.md (its "Compiling for the embedded local
+# model" section ran `--optimizer labeled` with an earlier version). The candidate is kept under
+# benchmarks/programs/ whatever the gate says (benchmarks/compiled_table.py reads it); it ships as
+# vista_dspy/compiled/<model>.json only if it passed. A program whose demos come from the annotated data must not
+# be committed (tests/test_no_dataset_text.py fails on it). Every LM answer is cached: a rerun resumes.
 #   bash benchmarks/compile_local.sh local              # Qwen2.5-Coder-1.5B (the [local] extra)
 #   bash benchmarks/compile_local.sh local-0.5b --port 8766   # its 0.5B sibling (the [draft] extra)
 set -euo pipefail

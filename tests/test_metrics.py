@@ -44,9 +44,11 @@ def test_krippendorff_alpha_nominal():
 
 
 def test_claim_matching_is_one_to_one_and_normalises_speakers():
-    gold = ["The wizard likes wild beaches.", "Lifeguard posts are man-made structures.", "Wild beaches are far from cities."]
-    extracted = ["The assistant likes wild beaches.", "Lifeguard posts are structures made by people.",
-                 "The assistant likes wild beaches a lot."]
+    # Constructed claims (no dataset text), shaped like a human claim set and a decomposer's.
+    gold = ["The wizard likes quiet harbours.", "Harbour cranes are man-made structures.",
+            "Quiet harbours are far from cities."]
+    extracted = ["The assistant likes quiet harbours.", "Harbour cranes are structures made by people.",
+                 "The assistant likes quiet harbours a lot."]
     match = match_claims(extracted, gold)
     assert [(e, g) for e, g, _ in match.pairs] == [(0, 0), (1, 1)]  # extracted 2 cannot reuse gold 0
     assert match.jaccard == pytest.approx(2 / 4) and match.f1 == pytest.approx(4 / 6)

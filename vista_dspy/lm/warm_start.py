@@ -1,7 +1,7 @@
 """Warm start: the embedded server's slots saved to disk after a command and restored by the next one.
 
 Every command that starts the embedded llama.cpp server would first read each stage's few-shot prefix (instructions
-and demos, ~1,300-1,700 tokens per stage at ~40 tokens/s on 2 cores) before its first answer. llama.cpp can write a
+and demos, ~1,300-1,700 tokens per stage; tens of seconds on 2 cores) before its first answer. llama.cpp can write a
 slot's KV cache to a file and read it back (the server's ``slot_save_path`` and its ``/slots/{id}?action=save`` /
 ``restore`` requests); the next request then reuses the longest prefix it shares with a restored slot, exactly as it
 reuses a prefix cached earlier in the same run.
