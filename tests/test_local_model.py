@@ -124,15 +124,14 @@ def real_model():
         pytest.skip(str(exc))
 
 
-@pytest.mark.slow
-def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
-    """Starts the embedded llama.cpp server, judges the bundled example, compares its turn labels with the example's
-    gold labels (the first answer is supported by its document, the second invents two figures), and checks a
-    clean shutdown."""
+def _judge_quickstart(tmp_path, *options: str) -> tuple[subprocess.CompletedProcess, dict, dict]:
+    """``vista evaluate`` on the bundled example with the embedded model (its own server on a free port, no cache):
+    (the process, the JSON summary, the dialogue's verdict), after checking that every claim was judged and explains
+    itself and that the server is gone."""
     port = _free_port()
     out = tmp_path / "out"
     command = [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(REPO / "examples" / "quickstart.json"),
-               "--port", str(port), "--out", str(out), "--no-cache", "--json"]
+               "--port", str(port), "--out", str(out), "--no-cache", "--json", *options]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "embedded local model" in done.stderr
@@ -143,9 +142,6 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
     [line] = (out / "verdicts.jsonl").read_text().splitlines()
     verdict = json.loads(line)
     assert [t["gold_label"] for t in verdict["turns"]] == ["faithful", "hallucinated"]
-    missed = [f"turn {t['turn_index']}: judged {t['label']}, gold {t['gold_label']}" for t in verdict["turns"]
-              if t["label"] != t["gold_label"]]
-    assert not missed, "the local model misses the quickstart example's gold labels: " + "; ".join(missed)
     for turn in verdict["turns"]:
         for claim in turn["claims"]:
             assert claim["category"] != "ERROR"
@@ -158,6 +154,31 @@ def test_real_local_model_judges_a_dialogue_end_to_end(tmp_path, real_model):
     # Clean shutdown: the server the run started is gone and its port is free.
     assert not lm_server.is_healthy(port)
     assert not lm_server.port_in_use(port)
+    return done, summary, verdict
+
+
+@pytest.mark.slow
+def test_real_local_model_with_the_seed_gets_the_quickstart_gold_labels(tmp_path, real_model):
+    """The seed program (the paper's method) on the bundled example: the first answer is supported by its document,
+    the second invents two figures; both turns get their gold label (measured 2026-12-02: every claim of the first
+    VERIFIED, the invented snow days LACKING EVIDENCE)."""
+    _, _, verdict = _judge_quickstart(tmp_path, "--program", "seed")
+    missed = [f"turn {t['turn_index']}: judged {t['label']}, gold {t['gold_label']}" for t in verdict["turns"]
+              if t["label"] != t["gold_label"]]
+    assert not missed, "the seed program misses the quickstart example's gold labels: " + "; ".join(missed)
+
+
+@pytest.mark.slow
+def test_real_local_model_with_the_default_program_finds_the_invented_figures(tmp_path, real_model):
+    """With no flag the compiled program for the local model judges (its first lines say so), with coverage and its
+    decision rule; it finds the hallucinated turn (P(unsafe) of the invented snow days 0.71 against its threshold
+    0.45, measured 2026-12-02). Its label of the faithful turn is not asserted: its most doubtful claim sits near
+    the rule's turn threshold (0.23 against 0.20 that day, a false alarm; README says so)."""
+    done, _, verdict = _judge_quickstart(tmp_path)
+    assert "program local applies its saved options: coverage=True" in done.stderr
+    assert verdict["program"] == "local" and verdict["options"]["coverage"] is True
+    assert verdict["turns"][1]["label"] == "hallucinated"
+    assert any(c["p_unsafe"] is not None for t in verdict["turns"] for c in t["claims"])
 
 
 @pytest.mark.slow
