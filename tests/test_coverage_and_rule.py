@@ -207,3 +207,10 @@ def test_the_committed_probe_replays_to_the_shipped_rule():
     if rule.get("cascade"):
         refitted = with_cascade(refitted, DecisionRule.model_validate(rule).cascade)
     assert refitted.model_dump(mode="json") == rule
+
+
+def test_a_replayed_turn_with_content_but_no_claim_is_unknown_as_the_live_judge_labels_it():
+    empty = TurnRows("d", 1, "faithful", [], empty=True)
+    quiet = TurnRows("d", 3, "faithful", [])  # a greeting: nothing to claim
+    assert [d.label for d in replay([empty, quiet], None)] == ["unknown", "faithful"]
+    assert replay([empty], _rule(0.3), judge=False)[0].label == "unknown"

@@ -35,13 +35,15 @@ def write_probe(directory: Path, turns: Sequence[TurnRows], half_of: Mapping[str
     """Write ``turns.jsonl`` (a line per judged turn, in order) and ``probe.json`` into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"dialogue_id": t.dialogue_id, "turn_index": t.turn_index, "half": half_of[t.dialogue_id],
-                         "gold_label": t.gold_label, "failed": t.failed, "decompose_calls": t.decompose_calls,
+                         "gold_label": t.gold_label, "failed": t.failed, "empty": t.empty,
+                         "decompose_calls": t.decompose_calls,
                          "claims": [_claim_record(r) for r in t.rows]}, sort_keys=True) for t in turns]
     (directory / TURNS).write_text("\n".join(lines) + "\n")
     summary = {"turns": len(turns), "claims": sum(len(t.rows) for t in turns),
                "claims_with_judgement": sum(r.gold is not None for t in turns for r in t.rows),
                "added_by_coverage": sum(r.cues.get("coverage", 0.0) == 1.0 for t in turns for r in t.rows),
-               "turns_without_claim": sum(not t.rows and not t.failed for t in turns)}
+               "turns_without_claim": sum(not t.rows and not t.failed for t in turns),
+               "turns_with_content_but_no_claim": sum(t.empty for t in turns)}
     (directory / META).write_text(json.dumps({"record_version": RECORD_VERSION, **meta, "counts": summary},
                                              indent=2, sort_keys=True) + "\n")
     return directory
@@ -70,7 +72,8 @@ def read_probe(directory: Path) -> tuple[list[TurnRows], dict[str, str], dict[st
             rows = [ClaimRow(c["claim"] or "", dict(c["cues"]), c["verify"], c["categorize"], c["judge"], c["gold"],
                              c["categorize_all"]) for c in record["claims"]]
             turns.append(TurnRows(record["dialogue_id"], int(record["turn_index"]), record["gold_label"], rows,
-                                  failed=bool(record["failed"]), decompose_calls=float(record["decompose_calls"])))
+                                  failed=bool(record["failed"]), empty=bool(record.get("empty", False)),
+                                  decompose_calls=float(record["decompose_calls"])))
             half_of[record["dialogue_id"]] = record["half"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ProbeError(f"{path}: line {number}: {type(exc).__name__}: {exc}") from None

@@ -70,6 +70,9 @@ class TurnRows:
     gold_label: str | None  # hallucinated / faithful (the turn's own gold label)
     rows: list[ClaimRow]
     failed: bool = False  # Decompose failed: unknown unless a claim is unsafe
+    # Decompose found no claim in a turn with content: unknown under the default reading (``scoring.settle_turns``,
+    # ``empty_turns="unknown"``), faithful under the paper's.
+    empty: bool = False
     decompose_calls: float = 0.0  # the base's Decompose calls of the dialogue, shared among its judged turns
 
 
@@ -99,8 +102,9 @@ def turns_of(verdicts: Iterable[DialogueVerdict], dialogues: Mapping[str, Dialog
                 rows.append(ClaimRow(claim.claim, evidence.cues(claim.claim, added=claim.added_by == "coverage"),
                                      verify, categorize, judge, gold_category,
                                      probabilities.categorize if probabilities else None))
+            empty = turn.empty_decomposition and not rows
             turns.append(TurnRows(verdict.dialogue_id, turn.turn_index, turn.gold_label, rows,
-                                  failed=turn.error is not None,
+                                  failed=turn.error is not None and not empty, empty=empty,
                                   decompose_calls=(decompose_calls.calls if decompose_calls else 0) / judged))
     return turns
 
@@ -240,7 +244,7 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
         flip = most_doubtful(rule, p_unsafe, categories)
         if flip is not None:
             categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
-    label = turn_label([Category(c) for c in categories], failed=turn.failed)
+    label = turn_label([Category(c) for c in categories], failed=turn.failed or (turn.empty and not turn.rows))
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
 
 
