@@ -24,7 +24,6 @@ from pathlib import Path
 
 from vista_dspy import Vista
 from vista_dspy.data import PARTS, load_dialogues, part_of
-from vista_dspy.compiled.files import read_program
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED

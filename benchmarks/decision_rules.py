@@ -34,14 +34,13 @@ from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.lm.weights import EMBEDDED
 from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.probing import claim_scores, folds
+from vista_dspy.optimize.probing import folds
 from vista_dspy.optimize.rule_fitting import (
     CUES,
     TurnDecision,
     TurnRows,
     choose_rule,
     claim_decisions,
-    cross_fitted,
     fit_rule,
     replay,
     scores,

@@ -8,17 +8,14 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
-from typer.testing import CliRunner
 
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
-from vista_dspy import Category, Vista
-from vista_dspy.cli import app
+from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
 from vista_dspy.label_probabilities import label_distribution, label_distributions
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
-from vista_dspy.signatures import VERIFY_LABEL
 
 LABELS = ("VERIFIED", "UNVERIFIABLE")
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dspy
 import pandas as pd
 
 from ..baselines import SYSTEMS as BASELINES

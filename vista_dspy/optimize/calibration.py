@@ -22,7 +22,6 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..schema import Category
 
 CATEGORIES: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
 # Probabilities this small count as this (a label the endpoint's top alternatives did not list at all).
