@@ -1,7 +1,7 @@
 """The compiled 1.5B program against the seed, from the committed probes alone (no LM, no dataset): every row decided
 two-fold over the annotated dev file's halves (each turn by a rule chosen on the other half only).
 
-    python benchmarks/rule_table.py [--json out.json]
+    python benchmarks/rule_table.py [--json out.json] [--probes local-0.5b]
 
 Probes (benchmarks/probes/, see their probe.json): ``local-1.5b-seed`` (the seed end to end) and
 ``local-1.5b-seed-coverage`` (the same with the sentences no claim covers judged as claims). Rows:
@@ -59,10 +59,12 @@ def matched_claim_scores(decided, seed):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
+    parser.add_argument("--probes", default="local-1.5b", help="the probes' name: PROBES-seed and PROBES-seed-coverage "
+                                                               "under benchmarks/probes/ (local-1.5b, local-0.5b)")
     args = parser.parse_args()
 
-    seed_turns, half_of, seed_meta = read_probe(PROBES / "local-1.5b-seed")
-    cover_turns, _, cover_meta = read_probe(PROBES / "local-1.5b-seed-coverage")
+    seed_turns, half_of, seed_meta = read_probe(PROBES / f"{args.probes}-seed")
+    cover_turns, _, cover_meta = read_probe(PROBES / f"{args.probes}-seed-coverage")
     seed = seed_decisions(seed_turns)
     rows: dict[str, tuple[list, list]] = {}  # name -> (decisions, the probe's turns)
     rows["seed"] = (seed, seed_turns)
@@ -86,8 +88,8 @@ def main() -> int:
                       turns)
 
     print(f"# Two-fold over the {len(seed_turns)} judged turns of the annotated dev file (halves: {seed_meta['halves']})"
-          f"\n\nprobes: local-1.5b-seed ({seed_meta['command']}, commit {seed_meta['commit']}, {seed_meta['date']}); "
-          f"local-1.5b-seed-coverage ({cover_meta['command']})\n")
+          f"\n\nprobes: {args.probes}-seed ({seed_meta['command']}, commit {seed_meta['commit']}, {seed_meta['date']}); "
+          f"{args.probes}-seed-coverage ({cover_meta['command']})\n")
     header = ("| decisions | turn acc. | P / R / F1 (hallucinated) | claim decisions | five-way acc. / macro-F1 | "
               "turns with no claim | LM calls / turn | vs seed: turns | vs seed: claims |")
     print(header)
