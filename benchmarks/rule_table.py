@@ -110,8 +110,8 @@ def main() -> int:
                      "vs_seed": {"turns": turn_test.model_dump(), "claims": claim_test.model_dump()}}
     print(f"\nclaims: {matched_claim_scores(seed, seed).get('claims')} decomposed claims matched "
           "to an annotators' claim; seconds per judged turn: the seed probe "
-          f"{seed_meta.get('seconds_per_judged_turn')} s alone on 2 cores (calls per turn scale it: every row asks the "
-          "same prompts)")
+          f"{seed_meta.get('seconds_per_judged_turn')} s on 2 cores (its probe.json says under what load; calls per "
+          "turn scale it: every row asks the same prompts)")
     for name, record in cascades.items():
         print(f"cascade for {name}: {record}")
     if args.json:
