@@ -73,6 +73,11 @@ class TurnRows:
     # Decompose found no claim in a turn with content: unknown under the default reading (``scoring.settle_turns``,
     # ``empty_turns="unknown"``), faithful under the paper's.
     empty: bool = False
+
+    @property
+    def unjudged(self) -> bool:
+        """Unknown unless a claim is unsafe: Decompose failed, or found nothing in a turn with content."""
+        return self.failed or (self.empty and not self.rows)
     decompose_calls: float = 0.0  # the base's Decompose calls of the dialogue, shared among its judged turns
 
 
@@ -244,7 +249,7 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
         flip = most_doubtful(rule, p_unsafe, categories)
         if flip is not None:
             categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
-    label = turn_label([Category(c) for c in categories], failed=turn.failed or (turn.empty and not turn.rows))
+    label = turn_label([Category(c) for c in categories], failed=turn.unjudged)
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
 
 

@@ -52,8 +52,7 @@ def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | N
         flip = most_doubtful(rule, d.p_unsafe, categories)
         if flip is not None:
             categories[flip] = "LACKING EVIDENCE"
-        out.append((categories, turn_label([Category(c) for c in categories],
-                                           failed=d.turn.failed or (d.turn.empty and not d.turn.rows))))
+        out.append((categories, turn_label([Category(c) for c in categories], failed=d.turn.unjudged)))
     return out
 
 
