@@ -1,7 +1,7 @@
 """The compiled 1.5B program against the seed, from the committed probes alone (no LM, no dataset): every row decided
 two-fold over the annotated dev file's halves (each turn by a rule chosen on the other half only).
 
-    python benchmarks/rule_table.py [--json out.json] [--probes local-0.5b]
+    python benchmarks/rule_table.py [--json out.json] [--probes local-0.5b] [--paper-empty-turns]
 
 Probes (benchmarks/probes/, see their probe.json): ``local-1.5b-seed`` (the seed end to end) and
 ``local-1.5b-seed-coverage`` (the same with the sentences no claim covers judged as claims). Rows:
@@ -19,6 +19,7 @@ by coverage has no counterpart in the seed); paired tests against the seed: exac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -61,10 +62,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
     parser.add_argument("--probes", default="local-1.5b", help="the probes' name: PROBES-seed and PROBES-seed-coverage "
                                                                "under benchmarks/probes/ (local-1.5b, local-0.5b)")
+    parser.add_argument("--paper-empty-turns", action="store_true",
+                        help="read a turn with content but no claim as faithful (the paper's reading; default: "
+                             "unknown, as the judge labels it since issue 36)")
     args = parser.parse_args()
 
     seed_turns, half_of, seed_meta = read_probe(PROBES / f"{args.probes}-seed")
     cover_turns, _, cover_meta = read_probe(PROBES / f"{args.probes}-seed-coverage")
+    if args.paper_empty_turns:
+        seed_turns, cover_turns = ([dataclasses.replace(t, empty=False) for t in turns]
+                                   for turns in (seed_turns, cover_turns))
     seed = seed_decisions(seed_turns)
     rows: dict[str, tuple[list, list]] = {}  # name -> (decisions, the probe's turns)
     rows["seed"] = (seed, seed_turns)
@@ -78,11 +85,10 @@ def main() -> int:
 
         decided, _ = two_fold(turns, half_of, recipe)
         rows[name] = (decided, turns)
-        band, record = cascade_choice(turns, half_of, recipe, decided, seed)
+        band, cascaded, record = cascade_choice(turns, half_of, recipe, decided, seed)
         cascades[name] = record
         if band is not None:
-            rows[f"{name} + cascade {band.low:.2f}-{band.high:.2f}"] = (
-                two_fold(turns, half_of, lambda part, band=band: with_cascade(recipe(part), band))[0], turns)
+            rows[f"{name} + cascade {band.low:.2f}-{band.high:.2f}"] = (cascaded, turns)
     for name, turns in (("evidence only", seed_turns), ("evidence only + coverage", cover_turns)):
         rows[name] = (two_fold(turns, half_of, lambda part: fit_rule(part, CUES).evidence_only(), judge=False)[0],
                       turns)

@@ -119,11 +119,11 @@ def _rule(turn_threshold):
 
 
 def test_the_turn_threshold_makes_only_the_most_doubtful_safe_claim_unsafe():
-    rule = _rule(0.3)
-    assert most_doubtful(rule, [0.1, 0.35, 0.32], ["VERIFIED"] * 3) == 1
-    assert most_doubtful(rule, [0.1, 0.25, None], ["VERIFIED", "VERIFIED", "ERROR"]) is None  # below the bar
-    assert most_doubtful(rule, [0.1, 0.6], ["VERIFIED", "LACKING EVIDENCE"]) is None  # already unsafe
-    assert most_doubtful(_rule(None), [0.9], ["VERIFIED"]) is None
+    threshold = _rule(0.3).turn_threshold
+    assert most_doubtful(threshold, [0.1, 0.35, 0.32], ["VERIFIED"] * 3) == 1
+    assert most_doubtful(threshold, [0.1, 0.25, None], ["VERIFIED", "VERIFIED", "ERROR"]) is None  # below the bar
+    assert most_doubtful(threshold, [0.1, 0.6], ["VERIFIED", "LACKING EVIDENCE"]) is None  # already unsafe
+    assert most_doubtful(_rule(None).turn_threshold, [0.9], ["VERIFIED"]) is None
 
 
 def test_a_rule_without_a_turn_threshold_is_written_as_rules_were_before():
@@ -201,8 +201,7 @@ def test_the_committed_probe_replays_to_the_shipped_rule():
         pytest.skip("no compiled program for the local model ships")
     rule = json.loads(shipped.read_text())["vista"]["rule"]
     meta = json.loads(shipped.with_suffix(".meta.json").read_text())
-    turns, _, _ = read_probe(Path(meta["settings"]["probe"]).resolve() if Path(meta["settings"]["probe"]).is_absolute()
-                             else Path(__file__).resolve().parents[1] / meta["settings"]["probe"])
+    turns, _, _ = read_probe(PROBE.parents[2] / meta["settings"]["probe"])  # the repository (an absolute path wins)
     refitted, _ = choose_two_threshold_rule(turns)
     if rule.get("cascade"):
         refitted = with_cascade(refitted, DecisionRule.model_validate(rule).cascade)

@@ -193,17 +193,19 @@ def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | Non
     return decision if rule.cascade.decides(decision.p_unsafe) else None
 
 
-def most_doubtful(rule: DecisionRule, p_unsafe: Sequence[float | None], categories: Sequence[str]) -> int | None:
-    """The claim of a turn that ``rule``'s turn threshold makes unsafe: the one with the highest P(unsafe) among the
-    claims the rule decided (``p_unsafe`` None: not decided by the rule), when that P reaches ``turn_threshold``
-    and the claim is not unsafe already; None otherwise. The deployed judge and fitting both call this."""
-    if rule.turn_threshold is None:
+def most_doubtful(turn_threshold: float | None, p_unsafe: Sequence[float | None], categories: Sequence[str]
+                  ) -> int | None:
+    """The claim of a turn that a rule's ``turn_threshold`` makes unsafe: the one with the highest P(unsafe) among
+    the claims the rule decided (``p_unsafe`` None: not decided by the rule), when that P reaches the threshold and
+    the claim is not unsafe already; None otherwise (and without a threshold). The deployed judge, replays and the
+    threshold search all call this."""
+    if turn_threshold is None:
         return None
     decided = [i for i, p in enumerate(p_unsafe) if p is not None]
     if not decided:
         return None
     top = max(decided, key=lambda i: p_unsafe[i])
-    if p_unsafe[top] < rule.turn_threshold or categories[top] in UNSAFE_CATEGORIES:
+    if p_unsafe[top] < turn_threshold or categories[top] in UNSAFE_CATEGORIES:
         return None
     return top
 

@@ -83,13 +83,14 @@ def uncovered_sentences(turn: str, claims: Sequence[str]) -> list[str]:
     if not claims and not says_something(turn):
         return []  # "Sure, happy to help!" holds nothing to judge
     carried = content_words(" ".join(claims))
+    sentences = split_sentences(turn)
     found = []
-    for sentence in split_sentences(turn):
+    for sentence in sentences:
         words = content_words(sentence)
         if sentence.endswith("?") or len(words) < (1 if not claims else COVERAGE_WORDS):
             continue
         if sum(w not in carried for w in words) >= UNCOVERED_SHARE * len(words):
             found.append(sentence)
     if not claims and not found:
-        found = [s for s in split_sentences(turn) if content_words(s)]
+        found = [s for s in sentences if content_words(s)]
     return found

@@ -373,7 +373,7 @@ class Vista(StagedModule):
             if i >= first_added:
                 verdicts[-1] = verdicts[-1].model_copy(update={"added_by": "coverage"})
         if self.rule is not None:
-            flip = most_doubtful(self.rule, [v.p_unsafe for v in verdicts], [v.category.value for v in verdicts])
+            flip = most_doubtful(self.rule.turn_threshold, [v.p_unsafe for v in verdicts], [v.category.value for v in verdicts])
             if flip is not None:
                 verdicts[flip] = as_most_doubtful(verdicts[flip], self.rule)
         return scoring.turn_verdict(

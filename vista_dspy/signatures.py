@@ -76,14 +76,10 @@ def decompose_bound(content_words: int, turn_chars: int, *, retry: int = 0) -> t
     return max(1, min(claims, ClaimList.MAX_CLAIMS)), max(20, chars)
 
 
+@lru_cache(maxsize=4096)
 def with_claims_bound(signature: type[dspy.Signature], bound: tuple[int, int]) -> type[dspy.Signature]:
     """``signature`` whose ``claims`` answer is bounded to ``bound`` in the answer's grammar (the prompt text is
-    unchanged)."""
-    return _with_claims_bound(signature, bound)
-
-
-@lru_cache(maxsize=4096)
-def _with_claims_bound(signature: type[dspy.Signature], bound: tuple[int, int]) -> type[dspy.Signature]:
+    unchanged); one class per (signature, bound)."""
     field = signature.output_fields["claims"]
     return signature.with_updated_fields("claims", type_=ClaimList.bounded(*bound), desc=field.json_schema_extra["desc"])
 

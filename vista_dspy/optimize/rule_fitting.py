@@ -246,7 +246,7 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
         p_unsafe.append(None if p is None else round(p, 4))  # as a verdict records it
         evidence_only.append(alone)
     if rule is not None:
-        flip = most_doubtful(rule, p_unsafe, categories)
+        flip = most_doubtful(rule.turn_threshold, p_unsafe, categories)
         if flip is not None:
             categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
     label = turn_label([Category(c) for c in categories], failed=turn.unjudged)

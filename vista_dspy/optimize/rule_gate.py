@@ -44,12 +44,11 @@ def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | N
     from ..schema import Category
     from ..scoring import turn_label
 
-    rule = DecisionRule.model_construct(turn_threshold=turn)
     out = []
     for d in decided:
         categories = [c if p is None else "LACKING EVIDENCE" if p >= claim else "VERIFIED"
                       for p, c in zip(d.p_unsafe, d.categories)]
-        flip = most_doubtful(rule, d.p_unsafe, categories)
+        flip = most_doubtful(turn, d.p_unsafe, categories)
         if flip is not None:
             categories[flip] = "LACKING EVIDENCE"
         out.append((categories, turn_label([Category(c) for c in categories], failed=d.turn.unjudged)))
@@ -211,15 +210,16 @@ CASCADE_TURNS = 0.02  # ... at turn accuracy within this of the rule without it
 
 
 def cascade_choice(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Recipe,
-                   decided: Sequence[TurnDecision], base: Sequence[TurnDecision]) -> tuple[Band | None, dict[str, Any]]:
+                   decided: Sequence[TurnDecision], base: Sequence[TurnDecision]
+                   ) -> tuple[Band | None, list[TurnDecision] | None, dict[str, Any]]:
     """The widest cascade band (``rule_fitting.BANDS``) whose two-fold decisions ask at most ``CASCADE_CALLS`` of
     the base's LM calls per judged turn at turn accuracy within ``CASCADE_TURNS`` of ``decided`` (the rule without
-    a cascade); None when no band does."""
+    a cascade), with those decisions and the numbers of every band tried; (None, None, ...) when no band does."""
     without = scores(decided)["accuracy"]
     ceiling = CASCADE_CALLS * calls_per_turn(base)
     record: dict[str, Any] = {"calls_ceiling": round(ceiling, 2), "turn_accuracy_floor": round(without -
                                                                                               CASCADE_TURNS, 4)}
-    chosen = None
+    chosen, chosen_decisions = None, None
     for band in reversed(BANDS):
         trial, _ = two_fold(turns, half_of, lambda part, band=band: with_cascade(recipe(part), band))
         s = scores(trial)
@@ -227,10 +227,10 @@ def cascade_choice(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe
         record[f"{band.low:.2f}-{band.high:.2f}"] = {"turn_accuracy": s["accuracy"], "calls_per_turn":
                                                      s["calls_per_turn"], "kept": ok}
         if ok:
-            chosen = band
+            chosen, chosen_decisions = band, trial
             break
     record["chosen"] = f"{chosen.low:.2f}-{chosen.high:.2f}" if chosen else None
-    return chosen, record
+    return chosen, chosen_decisions, record
 
 
 def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str = "local", alpha: float = 0.05,
@@ -265,11 +265,10 @@ def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str
     verdict = gate(decided, base, alpha=alpha)
     for line in verdict.describe():
         log(f"  {line}")
-    band, cascade_record = cascade_choice(turns, half_of, recipe, decided, base)
+    band, cascaded, cascade_record = cascade_choice(turns, half_of, recipe, decided, base)
     log(f"  cascade: {cascade_record['chosen'] or 'none'} (calls ceiling {cascade_record['calls_ceiling']})")
     without_cascade = verdict
-    if band is not None:  # what ships is gated: the rule with its cascade
-        cascaded, _ = two_fold(turns, half_of, lambda part: with_cascade(recipe(part), band))
+    if cascaded is not None:  # what ships is gated: the rule with its cascade
         verdict = gate(cascaded, base, alpha=alpha)
         for line in verdict.describe():
             log(f"  with the cascade: {line}")
