@@ -3,8 +3,8 @@
 # probabilities and the claims' evidence, fitted on vista-human:train judged end to end, cross-fitted by dialogue)
 # gated on vista-human:dev, which no choice sees; extra arguments go to `vista compile` (e.g. --optimizer claims).
 # No run of this script in its current form is recorded in RESULTS.md (its "Compiling for the embedded local
-# model" section ran `--optimizer labeled` with an earlier version). The candidate is kept under
-# benchmarks/programs/ whatever the gate says (benchmarks/compiled_table.py reads it); it ships as
+# model" section ran `--optimizer labeled` with an earlier version). The candidate and the run's log are kept
+# under benchmarks/programs/ (generated, not tracked) whatever the gate says (benchmarks/compiled_table.py reads it); it ships as
 # vista_dspy/compiled/<model>.json only if it passed. A program whose demos come from the annotated data must not
 # be committed (tests/test_no_dataset_text.py fails on it). Every LM answer is cached: a rerun resumes.
 #   bash benchmarks/compile_local.sh local              # Qwen2.5-Coder-1.5B (the [local] extra)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The per-model studies of RESULTS.md ("Per-model studies"), resumable: each study lives in a small sqlite file
-# under benchmarks/studies/ and the LM cache keeps every answer, so a rerun continues where the last one stopped
+# under benchmarks/studies/ (with its log and HTML report; generated, so not
+# tracked: rerun this script to rebuild them) and the LM cache keeps every answer, so a rerun continues where the last one stopped
 # (raise --trials to add trials). Demos come from vista-human:pool, trials are scored on vista-human:select; the
 # held-out half vista-human:dev is judged afterwards by benchmarks/local_model.py --part dev.
 #   bash benchmarks/study_local.sh 1.5b 8       # the embedded judge, 8 trials in all
