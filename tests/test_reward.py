@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from vista_dspy import VistaReward
 from vista_dspy.cli import app
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.run.reward import SHAPES
+from vista_dspy.run.reward_records import RewardVerdict
+from vista_dspy.run.reward_shapes import SHAPES
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 FAITHFUL = "Lisbon is the capital of Portugal. Lisbon has seven hills."
@@ -142,8 +143,48 @@ def test_an_endpoint_that_fails_gives_none_for_every_completion_never_a_score(ca
         reward = VistaReward(lm(server), concurrency=2)
         rewards = reward([HISTORY] * 3, conversational([FAITHFUL, REFUSAL, "I love Lisbon."]), document=[DOC] * 3)
     assert rewards == [None, None, None]
-    assert all("injected 500" in v.reason for v in reward.last_batch)
+    assert len(reward.last_batch) == 3 and all("injected 500" in v.reason for v in reward.last_batch)
     assert reward.stats.unjudged == 3 and "could not judge 3 of 3 completions" in caplog.text
+
+
+def test_stop_after_0_never_stops_as_in_vista_evaluate_and_failed_calls_still_give_none():
+    with FakeOpenAIServer(faults={"500": 1.0}) as server:
+        reward = VistaReward(lm(server), concurrency=1, stop_after=0)
+        rewards = reward(["Hi"] * 3, [FAITHFUL, REFUSAL, HALLUCINATED], document=[DOC] * 3)
+    assert rewards == [None] * 3
+    reasons = [v.reason for v in reward.last_batch]
+    assert len(reasons) == 3 and not any("endpoint is down" in reason for reason in reasons)
+
+
+@pytest.mark.parametrize("stop_after", [None, -1])
+def test_a_stop_after_other_than_a_count_is_refused_naming_0_for_never(stop_after):
+    with FakeOpenAIServer() as server, pytest.raises(ValueError, match="0 for never stopping"):
+        VistaReward(lm(server), stop_after=stop_after)
+
+
+def test_a_passage_cell_that_is_not_text_is_refused_naming_the_column_and_completion():
+    with FakeOpenAIServer() as server, pytest.raises(
+            ValueError, match="column 'document', completion 1: expected a text or a list of texts, not int 5"):
+        VistaReward(lm(server))(["Hi", "Hi"], [FAITHFUL, REFUSAL], document=[DOC, 5])
+
+
+def test_a_completion_too_long_to_be_a_turn_gets_none_with_why_and_the_rest_are_judged():
+    from vista_dspy.schema import MAX_TEXT
+
+    with FakeOpenAIServer() as server:
+        reward = VistaReward(lm(server))
+        rewards = reward(["Hi"] * 2, [FAITHFUL, "x" * (MAX_TEXT + 1)], document=[DOC] * 2)
+    assert rewards == [pytest.approx(2 / 3), None]
+    assert reward.last_batch[1].reason.startswith("not a judgeable turn")
+
+
+def test_the_reward_module_still_exports_what_it_did_before_the_split():
+    from vista_dspy.run import reward, reward_records, reward_shapes, trainer_args
+
+    assert (reward.SHAPES, reward.RewardVerdict, reward.RewardStats, reward.completion_text) == (
+        reward_shapes.SHAPES, reward_records.RewardVerdict, reward_records.RewardStats, trainer_args.completion_text)
+    assert {"BACKGROUND_COLUMNS", "DEFAULT_SHAPE", "PASSAGE_COLUMNS", "Tally", "Weights", "message_text",
+            "VistaReward"} <= set(reward.__all__)
 
 
 def test_an_endpoint_that_goes_down_mid_batch_leaves_the_rest_unjudged_not_scored():
@@ -180,7 +221,7 @@ def test_the_evidence_tier_asks_only_decompose():
     with FakeOpenAIServer(engine) as server:
         rewards = VistaReward(lm(server), system="evidence")(["Hi"] * 2, [FAITHFUL, REFUSAL], document=[DOC] * 2)
     assert {stage for stage, _ in engine.requests} == {"decompose"}
-    assert all(isinstance(r, float) for r in rewards)
+    assert len(rewards) == 2 and all(isinstance(r, float) for r in rewards)
 
 
 def test_completions_are_judged_concurrently_within_the_request_bound():
@@ -209,8 +250,8 @@ def test_the_grpo_example_calls_the_reward_as_the_trainer_does(capsys, dev_file)
         code = example["main"](["--judge", "hosted_vllm/judge", "--api-base", server.url, "--data", str(dev_file)])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.count(" refusal ") == 2 and all("reward +0.033" in line for line in out.splitlines()
-                                                 if " refusal " in line)
+    refusals = [line for line in out.splitlines() if " refusal " in line]
+    assert len(refusals) == 2 and all("reward +0.033" in line for line in refusals)
     assert "8 completions of 2 prompts" in out and ": 0 not judged" in out
 
 
@@ -249,7 +290,6 @@ def test_pairs_are_written_in_dpo_shape_and_ties_and_unjudged_responses_are_not_
 
 def test_all_pairs_of_a_group_exclude_its_ties():
     from vista_dspy.run.pairs import Group, preference_pairs
-    from vista_dspy.run.reward import RewardVerdict
 
     group = Group("g", 1, "Hi", ["a", "b", "c", "d"], [DOC])
     verdicts = [RewardVerdict(i, r, None) for i, r in enumerate([0.5, 0.5, -0.2, None])]

@@ -98,10 +98,10 @@ def pairs(
                              label_probabilities=lm_setup.label_probabilities)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
-    lm_setup.judging_with(reward.judge)
+    lm_setup.judging_with(reward.program)
     responses = sum(len(g.responses) for g in groups)
     console.print(f"judging {responses} responses to {len(groups)} prompts with [bold]{config.model}[/], program "
-                  f"{reward.judge.program_name} ({system.value}), shape {shape.value}", highlight=False)
+                  f"{reward.program.program_name} ({system.value}), shape {shape.value}", highlight=False)
     use_cache_for(config)
     without_call_history()
     with run_errors(), lm_setup.server:

@@ -27,7 +27,9 @@ from typing import Any
 from ..data.errors import InputError
 from ..data.readers import check_length, parse_jsonl, read_text
 from .outdir import replace_lines
-from .reward import BACKGROUND_COLUMNS, PASSAGE_COLUMNS, RewardVerdict, VistaReward, completion_text
+from .reward import VistaReward
+from .reward_records import RewardVerdict
+from .trainer_args import BACKGROUND_COLUMNS, PASSAGE_COLUMNS, completion_text, texts
 
 PAIRINGS = ("best-worst", "all")
 
@@ -89,17 +91,19 @@ def read_groups(path: str | Path) -> list[Group]:
         if not isinstance(record_id, (str, int)):
             raise InputError(path, "expected a text or a number", record=where, field="id")
         groups.append(Group(str(record_id), number, prompt, responses,
-                            _texts(path, where, passage_name, record[passage_name]),
-                            _texts(path, where, background_name, record[background_name]) if background_name else []))
+                            _field_texts(path, where, passage_name, record[passage_name]),
+                            _field_texts(path, where, background_name, record[background_name]) if background_name
+                            else []))
     return groups
 
 
-def _texts(path: str | Path, where: str, name: str, value: Any) -> list[str]:
-    if value is None:
-        return []
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise InputError(path, "expected a text or a list of texts", record=where, field=name)
+def _field_texts(path: str | Path, where: str, name: str, value: Any) -> list[str]:
+    """A passage or background field: a text or a list of texts (``trainer_args.texts``), each of a readable
+    length."""
+    try:
+        values = texts(value)
+    except TypeError:
+        raise InputError(path, "expected a text or a list of texts", record=where, field=name) from None
     for v in values:
         check_length(path, where, name, v)
     return values

@@ -5,7 +5,8 @@ Each completion is judged as VISTA judges an assistant turn (``VistaMetric``'s d
 assistant turns are common ground, the completion is verified against the row's passages). What VISTA derives from
 the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
 completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
-request slots as ``vista evaluate --concurrency``) and the judge's LM cache.
+request slots as ``vista evaluate --concurrency``) and the judge's LM cache. How the call's arguments are read is
+``trainer_args``, how a verdict becomes a number ``reward_shapes``, what comes back ``reward_records``.
 """
 
 from __future__ import annotations
@@ -24,158 +25,21 @@ from typing import Any
 import dspy
 from pydantic import ValidationError
 
-from ..schema import Category, Dialogue, DialogueVerdict, TurnVerdict, Usage
-from ..stages import CallFailures, EndpointDown
+from ..schema import Dialogue, DialogueVerdict, TurnVerdict, Usage
+from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures, EndpointDown
 from .judge_metric import VistaMetric, unjudged_parts
+from .reward_records import NOT_JUDGED, RewardStats, RewardVerdict, Unjudged
+from .reward_shapes import DEFAULT_SHAPE, SHAPES, Tally, Weights
+from .trainer_args import BACKGROUND_COLUMNS, PASSAGE_COLUMNS, completion_text, message_text, trainer_rows
 
 logger = logging.getLogger(__name__)
-
-# Where a dataset keeps a turn's passages (the first one present is read), and its background facts / persona.
-PASSAGE_COLUMNS = ("retrieved_context", "retrieved_contexts", "context", "document")
-BACKGROUND_COLUMNS = ("background", "persona")
-# Safe claims that inform of nothing checkable.
-UNINFORMATIVE = (Category.OUT_OF_SCOPE, Category.ABSTENTION)
-
-
-# ---- shapes: a judged completion -> a number --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Tally:
-    """The judged claims of one completion, counted by what they do for a reward."""
-
-    verified: int  # VERIFIED: supported content
-    uninformative: int  # OUT-OF-SCOPE and ABSTENTION: safe, but they inform of nothing checkable
-    unsafe: int  # CONTRADICTED and LACKING EVIDENCE
-    hallucinated: bool  # VISTA's turn label (an unsafe claim, or the contradiction check fired)
-
-    @property
-    def judged(self) -> int:
-        return self.verified + self.uninformative + self.unsafe
-
-    @classmethod
-    def of(cls, turn: TurnVerdict) -> Tally:
-        categories = [c.category for c in turn.claims]
-        return cls(verified=categories.count(Category.VERIFIED),
-                   uninformative=sum(c in UNINFORMATIVE for c in categories),
-                   unsafe=categories.count(Category.CONTRADICTED) + categories.count(Category.LACKING_EVIDENCE),
-                   hallucinated=turn.label == "hallucinated")
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The numbers the shapes read (see ``VistaReward``)."""
-
-    min_claims: int = 3
-    uninformative_credit: float = 0.1
-    unsafe_penalty: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.min_claims < 1:
-            raise ValueError(f"min_claims must be at least 1, not {self.min_claims}")
-        if not 0 <= self.uninformative_credit * self.min_claims < 1:
-            raise ValueError(
-                f"uninformative_credit x min_claims must be in [0, 1) (got {self.uninformative_credit} x "
-                f"{self.min_claims}): above it, a refusal or an answer of opinions could outscore a faithful "
-                "answer with one verified claim")
-        if self.unsafe_penalty <= 0:
-            raise ValueError(f"unsafe_penalty must be positive, not {self.unsafe_penalty}")
-
-
-def informative(tally: Tally, weights: Weights) -> float:
-    """The default: a faithful completion earns its VERIFIED claims (and ``uninformative_credit`` per OUT-OF-SCOPE or
-    ABSTENTION claim) over max(judged claims, ``min_claims``), in [0, 1]; a hallucinated one loses its unsafe claims
-    over the same, in [-1, 0). Saying nothing earns 0, refusing or opining at most ``uninformative_credit``, and a
-    faithful completion with one VERIFIED claim more than that, since ``uninformative_credit * min_claims < 1``."""
-    scale = max(tally.judged, weights.min_claims)
-    if tally.hallucinated:
-        return -max(tally.unsafe, 1) / scale
-    return (tally.verified + weights.uninformative_credit * tally.uninformative) / scale
-
-
-def vista_score(tally: Tally, weights: Weights) -> float:
-    """VISTA's score: safe claims / judged claims (1.0 without claims: nothing unsafe). Saying nothing scores 1."""
-    return (tally.judged - tally.unsafe) / tally.judged if tally.judged else 1.0
-
-
-def faithful(tally: Tally, weights: Weights) -> float:
-    """VISTA's turn label: 1.0 faithful, 0.0 hallucinated. Saying nothing is faithful."""
-    return 0.0 if tally.hallucinated else 1.0
-
-
-def penalty(tally: Tally, weights: Weights) -> float:
-    """``-unsafe_penalty`` per unsafe claim (per contradiction of an earlier turn when no claim is unsafe); 0.0 for
-    a completion without one. Saying nothing scores 0, the top."""
-    unsafe = tally.unsafe or int(tally.hallucinated)
-    return -weights.unsafe_penalty * unsafe if unsafe else 0.0
-
-
-@dataclass(frozen=True)
-class Shape:
-    reward: Callable[[Tally, Weights], float]
-    # Whether a completion without claims gets this shape's best value: then a completion whose content yielded no
-    # claim (the decomposer found none) is not scored -- a failure is never a pass.
-    silence_is_best: bool
-
-
-SHAPES: dict[str, Shape] = {
-    "informative": Shape(informative, silence_is_best=False),
-    "score": Shape(vista_score, silence_is_best=True),
-    "faithful": Shape(faithful, silence_is_best=True),
-    "penalty": Shape(penalty, silence_is_best=True),
-}
-DEFAULT_SHAPE = "informative"
-
-
-# ---- records -----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RewardVerdict:
-    """One completion of a batch: its reward (None: not judged, ``reason`` says why) and VISTA's verdict on it."""
-
-    index: int  # its position in the batch
-    reward: float | None
-    turn: TurnVerdict | None  # None when it was never judged
-    reason: str | None = None
-    cached: bool = False  # the same prompt, passages and completion were judged before
-
-    @property
-    def label(self) -> str:
-        return self.turn.label if self.turn is not None and self.reward is not None else "unknown"
-
-    def to_dict(self) -> dict[str, Any]:
-        """For a log or a pairs file: the reward, the label, VISTA's score and every claim with its verdict."""
-        turn = self.turn
-        return {"reward": self.reward, "label": self.label, "score": turn.score if turn else None,
-                "reason": self.reason,
-                "claims": [{"claim": c.claim, "category": c.category.value,
-                            "explanation": c.error if c.category is Category.ERROR else c.explanation}
-                           for c in (turn.claims if turn else [])]}
-
-
-@dataclass
-class RewardStats:
-    """What the reward has done since it was built (thread-safe updates under the reward's lock)."""
-
-    batches: int = 0
-    completions: int = 0
-    judged: int = 0  # completions sent to the judge
-    cached: int = 0  # completions whose verdict was reused (judged before, or twice in one batch)
-    unjudged: int = 0  # completions returned as None
-    prompts: int = 0  # distinct prompts per batch, summed
-    prompt_work: int = 0  # prompts whose common ground was computed (the rest had none, or it was kept)
-    prompt_calls: int = 0  # LM calls spent on prompts' common ground (those that failed included)
-    completion_calls: int = 0  # LM calls spent judging completions
-    # LM calls sharing the prompts' work saved: each judged completion would have decomposed its prompt's history
-    # itself, less the calls computing each prompt's common ground once took.
-    calls_saved: int = 0
-
-    def calls_per_completion(self) -> float | None:
-        return (self.prompt_calls + self.completion_calls) / self.judged if self.judged else None
 
 
 @dataclass
 class _PromptWork:
     claims: dict[int, list[str]]  # unjudged assistant turn -> its claims
     calls: int  # LM calls it took
-    error: str | None = None
+    error: Unjudged | None = None
 
 
 class _Job:
@@ -190,6 +54,7 @@ class _Job:
 
     async def acall(self, dialogue: Dialogue) -> Any:
         return await self._arun(dialogue)
+
 
 
 # ---- the reward --------------------------------------------------------------------------------------------------
@@ -229,10 +94,14 @@ class VistaReward:
         passage_column, background_column: read these columns instead of the names above.
         on_batch: called with each batch's ``RewardVerdict`` list (per-claim verdicts to log).
         cache_size: verdicts and prompts' common ground kept (least recently used dropped).
-        parse_retries, stop_after, port, **options: as ``VistaMetric``'s (judging options of the program).
+        parse_retries: an answer that does not parse is asked again this many times (as ``vista evaluate``'s).
+        stop_after: the judge's endpoint is down after this many failed calls in a row: the rest of the batch is not
+            sent and its completions are None. 0: never stop (a failed call is an ERROR claim, its completion None),
+            as ``vista evaluate --stop-after 0``.
+        port, **options: as ``VistaMetric``'s (judging options of the program).
 
     ``last_batch`` holds the last batch's ``RewardVerdict`` list, ``stats`` the counts (calls saved by sharing the
-    prompt's work among them), ``usage`` every judge call per stage.
+    prompt's work among them), ``usage`` every judge call per stage, ``program`` the VISTA program judging.
     """
 
     def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
@@ -241,19 +110,22 @@ class VistaReward:
                  unsafe_penalty: float = 1.0, passage_column: str | None = None,
                  background_column: str | None = None,
                  on_batch: Callable[[list[RewardVerdict]], None] | None = None, cache_size: int = 10_000,
-                 adapter: dspy.Adapter | None = None, parse_retries: int = 2, stop_after: int | None = 3,
+                 adapter: dspy.Adapter | None = None, parse_retries: int = PARSE_RETRIES,
+                 stop_after: int = STOP_AFTER,
                  port: int | None = None, **options: Any) -> None:
         if shape not in SHAPES:
             raise ValueError(f"unknown reward shape {shape!r}; shapes: {', '.join(SHAPES)}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if not isinstance(stop_after, int) or stop_after < 0:
+            raise ValueError(f"stop_after must be a whole number, 0 for never stopping, not {stop_after!r}")
         self.shape = shape
         self.weights = Weights(min_claims, uninformative_credit, unsafe_penalty)
-        self.metric = VistaMetric(judge, program, parse_retries=parse_retries, stop_after=stop_after or 0,
+        self.metric = VistaMetric(judge, program, parse_retries=parse_retries, stop_after=stop_after,
                                   port=port, system=system, **options)
         if adapter is not None:
             self.metric.adapter = adapter
-        self.judge = self.metric.judge
+        self.program = self.metric.judge  # VistaMetric's name for the program it judges with
         self.concurrency = concurrency
         self.share_prompt_work = share_prompt_work
         self.passage_column, self.background_column = passage_column, background_column
@@ -278,11 +150,11 @@ class VistaReward:
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions: a reward function gets "
                              "one prompt per completion")
-        dialogues: list[Dialogue | str] = self._dialogues(prompts, completions, columns)
+        dialogues = self._dialogues(prompts, completions, columns)
         keys = {i: _prompt_key(d) for i, d in enumerate(dialogues) if isinstance(d, Dialogue)}
         work, failed = self._common_ground(dialogues, keys) if self.share_prompt_work else ({}, {})
         verdicts = self._judge_completions(dialogues, keys, work, failed)
-        batch = [self._verdict(i, verdicts.get(i), d if isinstance(d, str) else failed.get(keys[i]))
+        batch = [self._verdict(i, verdicts.get(i), d if isinstance(d, Unjudged) else failed.get(keys[i]))
                  for i, d in enumerate(dialogues)]
         self._book(batch, len(set(keys.values())))
         self.last_batch = batch
@@ -298,42 +170,21 @@ class VistaReward:
 
     # ---- inputs ----------------------------------------------------------------------------------------------
     def _dialogues(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Any]
-                   ) -> list[Dialogue | str]:
-        """Each completion as a VISTA dialogue, or the reason it cannot be one (its text is not a turn)."""
-        n = len(completions)
-        passage_name = self._column(columns, self.passage_column, PASSAGE_COLUMNS, required=True)
-        background_name = self._column(columns, self.background_column, BACKGROUND_COLUMNS, required=False)
-        passages = _per_completion(columns, passage_name, n)
-        backgrounds = _per_completion(columns, background_name, n) if background_name else [None] * n
-        dialogues: list[Dialogue | str] = []
-        for i in range(n):
-            history = _prompt_history(prompts[i], i)
-            response = completion_text(completions[i], i)
+                   ) -> list[Dialogue | Unjudged]:
+        """Each completion as a VISTA dialogue, or why it cannot be one (its text is not a turn)."""
+        dialogues: list[Dialogue | Unjudged] = []
+        for row in trainer_rows(prompts, completions, columns, passage_column=self.passage_column,
+                                background_column=self.background_column):
             try:
-                dialogues.append(self.metric.dialogue(
-                    {"history": history, "document": _texts(passages[i], passage_name, i)}, {"response": response},
-                    background=_texts(backgrounds[i], background_name, i)))
+                dialogues.append(self.metric.dialogue({"history": row.history, "document": row.passages},
+                                                      {"response": row.response}, background=row.background))
             except ValidationError as exc:  # e.g. a text beyond schema.MAX_TEXT: this completion is not judged
-                dialogues.append(f"not a judgeable turn: {' '.join(str(exc).split())[:300]}")
+                dialogues.append(Unjudged(f"not a judgeable turn: {' '.join(str(exc).split())[:300]}"))
         return dialogues
 
-    @staticmethod
-    def _column(columns: dict[str, Any], chosen: str | None, names: Sequence[str], *, required: bool) -> str | None:
-        if chosen is not None:
-            if chosen not in columns:
-                raise ValueError(f"no column {chosen!r} in the batch (columns: {', '.join(sorted(columns)) or 'none'})")
-            return chosen
-        found = next((name for name in names if name in columns), None)
-        if found is None and required:
-            raise ValueError(
-                "VistaReward needs each completion's passages in a column named one of "
-                f"{', '.join(names)} (the batch has: {', '.join(sorted(columns)) or 'no column'}); name yours with "
-                "passage_column=")
-        return found
-
     # ---- judging ---------------------------------------------------------------------------------------------
-    def _common_ground(self, dialogues: list[Dialogue | str], keys: dict[int, str]
-                       ) -> tuple[dict[str, _PromptWork], dict[str, str]]:
+    def _common_ground(self, dialogues: list[Dialogue | Unjudged], keys: dict[int, str]
+                       ) -> tuple[dict[str, _PromptWork], dict[str, Unjudged]]:
         """Each prompt's common ground (kept, or computed once for all its completions), and the prompts whose
         history could not be decomposed, with why."""
         work: dict[str, _PromptWork] = {}
@@ -358,19 +209,19 @@ class VistaReward:
             errors = [f"the history's turn {i} could not be decomposed: {c.error}" for i, c in claims.items()
                       if c.error is not None]
             computed[by_id[dialogue_id]] = _PromptWork({i: c.texts for i, c in claims.items()}, usage.total.calls,
-                                                        errors[0] if errors else None)
+                                                        Unjudged(errors[0]) if errors else None)
             with self._lock:
                 self.usage.merge(usage)
                 self.stats.prompt_calls += usage.total.calls
 
-        job = _Job(lambda d: (d.id, self.judge.common_ground(d)), self._acommon_ground)
+        job = _Job(lambda d: (d.id, self.program.common_ground(d)), self._acommon_ground)
         outage = self._run(list(todo.values()), job, record)
-        failed: dict[str, str] = {}
+        failed: dict[str, Unjudged] = {}
         with self._lock:
             for key in todo:
                 done = computed.get(key)
                 if done is None or done.error is not None:
-                    failed[key] = done.error if done is not None else outage or "not judged"
+                    failed[key] = done.error if done is not None else outage or NOT_JUDGED
                     continue
                 work[key] = done
                 self.stats.prompt_work += 1
@@ -381,10 +232,11 @@ class VistaReward:
         return work, failed
 
     async def _acommon_ground(self, dialogue: Dialogue):
-        return dialogue.id, await self.judge.acommon_ground(dialogue)
+        return dialogue.id, await self.program.acommon_ground(dialogue)
 
-    def _judge_completions(self, dialogues: list[Dialogue | str], keys: dict[int, str],
-                           work: dict[str, _PromptWork], failed: dict[str, str]) -> dict[int, tuple[Any, bool]]:
+    def _judge_completions(self, dialogues: list[Dialogue | Unjudged], keys: dict[int, str],
+                           work: dict[str, _PromptWork], failed: dict[str, Unjudged]
+                           ) -> dict[int, tuple[TurnVerdict | Unjudged, bool]]:
         """{batch index: (its TurnVerdict, or why it has none; whether the verdict was reused)}: each distinct
         completion judged once, concurrently, with its prompt's common ground given."""
         key_of = {dialogues[i].id: key for i, key in keys.items()}
@@ -400,31 +252,31 @@ class VistaReward:
                     kept[dialogue.id] = self._verdicts[dialogue.id]
                 else:
                     todo.setdefault(dialogue.id, dialogue)
-        finished: dict[str, TurnVerdict | str] = {}
+        finished: dict[str, TurnVerdict | Unjudged] = {}
 
         def record(verdict: DialogueVerdict) -> None:
-            reason = _failure(verdict)
-            finished[verdict.dialogue_id] = reason if reason is not None else verdict.turns[-1]
+            unjudged = _failure(verdict)
+            finished[verdict.dialogue_id] = unjudged if unjudged is not None else verdict.turns[-1]
             with self._lock:
                 self.usage.merge(verdict.usage)
                 self.stats.completion_calls += verdict.usage.total.calls
                 if self.share_prompt_work:
                     self.stats.calls_saved += work[key_of[verdict.dialogue_id]].calls
-                if reason is None:
+                if unjudged is None:
                     self._verdicts[verdict.dialogue_id] = verdict.turns[-1]
                     while len(self._verdicts) > self.cache_size:
                         self._verdicts.popitem(last=False)
 
         if self.share_prompt_work:
             given = {d.id: work[key_of[d.id]].claims for d in todo.values()}
-            job = _Job(lambda d: self.judge.judge_claims(d, given[d.id]),
-                       lambda d: self.judge.ajudge_claims(d, given[d.id]))
+            job = _Job(lambda d: self.program.judge_claims(d, given[d.id]),
+                       lambda d: self.program.ajudge_claims(d, given[d.id]))
         else:
-            job = _Job(self.judge, self.judge.acall)
+            job = _Job(self.program, self.program.acall)
         outage = self._run(list(todo.values()), job, record)
         with self._lock:
             self.stats.judged += len(todo)
-        out: dict[int, tuple[Any, bool]] = {}
+        out: dict[int, tuple[TurnVerdict | Unjudged, bool]] = {}
         seen: set[str] = set()
         for i, key in keys.items():
             dialogue_id = dialogues[i].id
@@ -433,12 +285,12 @@ class VistaReward:
             if dialogue_id in kept:
                 out[i] = (kept[dialogue_id], True)
             else:
-                out[i] = (finished.get(dialogue_id, outage or "not judged"), dialogue_id in seen)
+                out[i] = (finished.get(dialogue_id, outage or NOT_JUDGED), dialogue_id in seen)
                 seen.add(dialogue_id)
         return out
 
-    def _run(self, dialogues: list[Dialogue], job: _Job, record: Callable[[Any], None]) -> str | None:
-        """Run ``job`` over ``dialogues`` concurrently on the runner's backends; the reason, if the endpoint went
+    def _run(self, dialogues: list[Dialogue], job: _Job, record: Callable[[Any], None]) -> Unjudged | None:
+        """Run ``job`` over ``dialogues`` concurrently on the runner's backends; ``Unjudged`` if the endpoint went
         down (what finished before is recorded)."""
         from .runner import local_backend
 
@@ -453,18 +305,18 @@ class VistaReward:
         try:
             backend.run(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after))
         except EndpointDown as exc:
-            return f"the judge's endpoint is down: {exc}"
+            return Unjudged(f"the judge's endpoint is down: {exc}")
         return None
 
     # ---- verdicts --------------------------------------------------------------------------------------------
-    def _verdict(self, index: int, judged: tuple[Any, bool] | None, reason: str | None) -> RewardVerdict:
-        """The completion's reward under the shape, or None and why (``reason``: its prompt, or its text, failed)."""
+    def _verdict(self, index: int, judged: tuple[TurnVerdict | Unjudged, bool] | None, unjudged: Unjudged | None
+                 ) -> RewardVerdict:
+        """The completion's reward under the shape, or None and why (``unjudged``: its prompt, or its text, failed)."""
         if judged is None:
-            return RewardVerdict(index, None, None, reason or "not judged")
-        result, cached = judged
-        if isinstance(result, str) or result is None:
-            return RewardVerdict(index, None, None, result or "not judged", cached)
-        turn: TurnVerdict = result
+            return RewardVerdict(index, None, None, (unjudged or NOT_JUDGED).reason)
+        turn, cached = judged
+        if isinstance(turn, Unjudged):
+            return RewardVerdict(index, None, None, turn.reason, cached)
         shape = SHAPES[self.shape]
         if shape.silence_is_best and turn.empty_decomposition:
             return RewardVerdict(index, None, turn, "the completion says something but the decomposer found no "
@@ -495,15 +347,15 @@ class VistaReward:
         self.close()
 
 
-def _failure(verdict: DialogueVerdict) -> str | None:
+def _failure(verdict: DialogueVerdict) -> Unjudged | None:
     """Why a completion's verdict gives no reward: a part of it could not be judged (a failure is never a pass).
     The prompt's history fails first, since the rest was judged without its common ground."""
     if not verdict.turns:
-        return "no verdict on the completion"
+        return Unjudged("no verdict on the completion")
     failed = verdict.errors + unjudged_parts(verdict)
     if failed:
-        return failed[0]
-    return "the turn's label is unknown" if verdict.turns[-1].label == "unknown" else None
+        return Unjudged(failed[0])
+    return Unjudged("the turn's label is unknown") if verdict.turns[-1].label == "unknown" else None
 
 
 def _prompt_key(dialogue: Dialogue) -> str:
@@ -514,66 +366,6 @@ def _prompt_key(dialogue: Dialogue) -> str:
     return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:24]
 
 
-# ---- the trainers' argument shapes --------------------------------------------------------------------------------
-def message_text(content: Any) -> str:
-    """A chat message's content as text: a string, or a list of parts whose text parts are joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    return str(content)
-
-
-def completion_text(completion: Any, index: int) -> str:
-    """The text of a completion: a string, a message, or a list of messages (the assistant's joined)."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return message_text(completion.get("content"))
-    if isinstance(completion, Sequence):
-        messages = [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
-        if messages:
-            return "\n".join(message_text(m.get("content")) for m in messages)
-    raise ValueError(f"completion {index}: expected a text or a list of chat messages with an assistant message, "
-                     f"not {_describe(completion)}")
-
-
-def _prompt_history(prompt: Any, index: int) -> str | list[dict[str, str]]:
-    """A prompt as VistaMetric reads a history: text (``role: text`` lines, or one user message) or messages."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, Sequence) and all(isinstance(m, dict) and "role" in m for m in prompt):
-        return [{"role": str(m["role"]), "content": message_text(m.get("content"))} for m in prompt]
-    raise ValueError(f"prompt {index}: expected a text or a list of chat messages ({{'role', 'content'}}), not "
-                     f"{_describe(prompt)}")
-
-
-def _per_completion(columns: dict[str, Any], name: str, n: int) -> list[Any]:
-    values = columns[name]
-    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence) or len(values) != n:
-        raise ValueError(f"column {name!r}: expected one value per completion ({n}), as trainers pass dataset "
-                         f"columns; got {_describe(values)}")
-    return list(values)
-
-
-def _texts(value: Any, column: str | None, index: int) -> list[str]:
-    """A cell of a passage or background column: a text or a list of texts (None: none)."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value] if value.strip() else []
-    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
-        return [v for v in value if v.strip()]
-    raise ValueError(f"column {column!r}, completion {index}: expected a text or a list of texts, not "
-                     f"{_describe(value)}")
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
-
 
 __all__ = ["BACKGROUND_COLUMNS", "DEFAULT_SHAPE", "PASSAGE_COLUMNS", "SHAPES", "RewardStats", "RewardVerdict",
-           "Tally", "VistaReward", "Weights", "completion_text", "message_text"]
+           "Tally", "Unjudged", "VistaReward", "Weights", "completion_text", "message_text"]
