@@ -24,16 +24,17 @@ import json
 import sys
 from pathlib import Path
 
+from vista_dspy.evidence import CUES
+from vista_dspy.optimize.cross_fitting import random_halves
 from vista_dspy.optimize.gate import PairedTest
 from vista_dspy.optimize.probe_records import read_probe
 from vista_dspy.optimize.probing import claim_scores
-from vista_dspy.optimize.rule_fitting import CUES, choose_rule, fit_rule, scores, with_cascade
+from vista_dspy.optimize.rule_fitting import choose_rule, fit_rule, scores, with_cascade
 from vista_dspy.optimize.rule_gate import (
     cascade_choice,
     choose_two_threshold_rule,
     paired_claims,
     paired_turns,
-    random_halves,
     seed_decisions,
     two_fold,
 )
@@ -43,7 +44,7 @@ PROBES = Path(__file__).parent / "probes"
 
 def wave4(part):
     """Wave 4's recipe on a half: ``choose_rule`` over two folds of its dialogues (a seeded random split: the probe
-    has no dialogue texts for ``probing.folds``' balancing), without the cascade."""
+    has no dialogue texts for ``cross_fitting.folds``' balancing), without the cascade."""
     rule, _ = choose_rule(part, random_halves(part, 0))
     return with_cascade(rule, None) if rule.judged is not None else rule
 
