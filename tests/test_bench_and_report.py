@@ -74,6 +74,7 @@ def test_abstention_and_contradiction_tables():
 
 
 def test_plan_parsing_and_systems(tmp_path):
+    (tmp_path / "begin").mkdir()  # a dataset found nowhere is refused ("run `vista data get begin`")
     assert parse_datasets("begin, fade=/x.csv", tmp_path) == {"begin": tmp_path / "begin", "fade": Path("/x.csv")}
     with pytest.raises(ValueError, match="unknown dataset 'nope'"):
         parse_datasets("nope", tmp_path)

@@ -36,6 +36,8 @@ from .tables import PLAN, TIMING, write_tables
 # name -> path under the data directory (``--data-dir``); "vista-human" is VISTA's own annotated format.
 DATASETS: dict[str, str] = {
     "vista-human": "vista_human_eval/dev.json",
+    "vista-human:dev-half": "vista_human_eval/dev.json",  # the same file, by its explicit name
+    "vista-human:heldout-half": "vista_human_eval/heldout.json",  # made by `vista data get` from the authors' file
     "begin": "begin",
     "fade": "fade",
     "faithdial": "faithdial/data/test.json",
@@ -74,10 +76,19 @@ def parse_datasets(spec: str, data_dir: Path) -> dict[str, Path]:
         name, _, path = item.partition("=")
         if name not in DATASETS:
             raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
-        chosen[name] = Path(path) if path else data_dir / DATASETS[name]
+        chosen[name] = Path(path) if path else dataset_path(name, data_dir)
     if not chosen:
         raise ValueError("no dataset given")
     return chosen
+
+
+def dataset_path(name: str, data_dir: Path) -> Path:
+    """The cache after `vista data get`, else ``data_dir``; missing from both: ``DatasetMissing`` ("run `vista data
+    get NAME`"). A name the fetcher does not know keeps its place under ``data_dir``."""
+    from ..data.fetch import DATASETS as FETCHED
+    from ..data.fetch import dataset_file
+
+    return dataset_file(name, data_dir) if name in FETCHED else data_dir / DATASETS[name]
 
 
 def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
@@ -113,7 +124,7 @@ def build_system(name: str, *, program: str | None = None, short_answer_tokens: 
 
 def load_dataset(name: str, path: Path, n: int | None, seed: int) -> list[Dialogue]:
     """The seeded sample of ``n`` dialogues of ``name`` (all of them when ``n`` is None or larger)."""
-    if name == "vista-human":
+    if name == "vista-human" or name.startswith("vista-human:"):
         dialogues = load_dialogues(path, "vista")
         return dialogues if n is None or n >= len(dialogues) else sample(dialogues, n, seed)
     if name not in BENCHMARKS:
