@@ -203,7 +203,7 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str,
         result = compile_from_probe(probe, base_probe, name=name, alpha=alpha,
                                     log=lambda message: err.print(message, highlight=False))
     except (ProbeError, ValueError) as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"{probe}: {exc}") from None
     _print_result(result)
     if not (result.passed or always_save):
         err.print(f"nothing saved for {name}: the seed program stays (--always-save saves it anyway)",
