@@ -22,9 +22,11 @@ from pathlib import Path
 from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
 
 from vista_dspy.data import PARTS, load_dialogues, part_of
-from vista_dspy.optimize.calibration import LABELS, OBJECTIVES, UNSAFE, decisions, fit
+from vista_dspy.optimize.calibration import OBJECTIVES, cross_fitted, decisions, fit
+from vista_dspy.optimize.claim_probes import LABELS, UNSAFE
+from vista_dspy.optimize.cross_fitting import folds
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.probing import claim_scores, cross_fitted, decision_right, folds, probes_of, turn_accuracy
+from vista_dspy.optimize.probing import claim_scores, decision_right, probes_of, turn_accuracy
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 
 

@@ -31,21 +31,21 @@ from pathlib import Path
 from decision_probe import DEFAULT_DATA, probe_dir  # noqa: E402 (this folder)
 
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.evidence import CUES
 from vista_dspy.lm.weights import EMBEDDED
-from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
+from vista_dspy.optimize.calibration import decisions, fit
+from vista_dspy.optimize.claim_probes import ClaimProbe
+from vista_dspy.optimize.cross_fitting import folds
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.probing import folds
+from vista_dspy.optimize.judged_turns import TurnRows, turns_of
 from vista_dspy.optimize.rule_fitting import (
-    CUES,
     TurnDecision,
-    TurnRows,
     choose_rule,
     claim_decisions,
     fit_rule,
     replay,
     scores,
     turn_rights,
-    turns_of,
     with_cascade,
 )
 from vista_dspy.run.runner import VERDICTS, read_verdicts

@@ -24,9 +24,10 @@ from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED
-from vista_dspy.optimize.calibration import OBJECTIVES
+from vista_dspy.optimize.calibration import OBJECTIVES, cross_fitted
+from vista_dspy.optimize.cross_fitting import folds
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.probing import claim_scores, cross_fitted, decision_right, folds, probes_of
+from vista_dspy.optimize.probing import claim_scores, decision_right, probes_of
 from vista_dspy.run.runner import Threads, evaluate
 
 

@@ -20,11 +20,11 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA  # noqa: E402 (this folder)
+from decision_probe import DEFAULT_DATA
 
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.optimize.judged_turns import turns_of
 from vista_dspy.optimize.probe_records import write_probe
-from vista_dspy.optimize.rule_fitting import turns_of
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Usage
 

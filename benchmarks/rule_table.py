@@ -25,10 +25,11 @@ import json
 import sys
 from pathlib import Path
 
+from vista_dspy.evidence import CUES
 from vista_dspy.optimize.gate import PairedTest
 from vista_dspy.optimize.probe_records import read_probe
 from vista_dspy.optimize.probing import claim_scores
-from vista_dspy.optimize.rule_fitting import CUES, fit_rule, scores
+from vista_dspy.optimize.rule_fitting import fit_rule, scores
 from vista_dspy.optimize.rule_gate import (
     by_claim_count,
     cascade_choice,
@@ -72,7 +73,8 @@ def main() -> int:
     seed = seed_decisions(turns)
     rows: dict[str, list] = {"seed": seed}
     cascades = {}
-    for name, choose in (("two-threshold rule", choose_two_threshold_rule), ("turn-model rule", choose_turn_model_rule)):
+    recipes = (("two-threshold rule", choose_two_threshold_rule), ("turn-model rule", choose_turn_model_rule))
+    for name, choose in recipes:
         def recipe(part, choose=choose):
             return choose(part)[0]
 

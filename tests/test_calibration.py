@@ -15,7 +15,8 @@ from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
 from vista_dspy.label_probabilities import label_distribution, label_distributions
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.calibration import ClaimProbe, decisions, fit
+from vista_dspy.optimize.calibration import decisions, fit
+from vista_dspy.optimize.claim_probes import ClaimProbe
 
 LABELS = ("VERIFIED", "UNVERIFIABLE")
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
@@ -148,7 +149,7 @@ def test_an_endpoint_without_log_probabilities_leaves_judging_unchanged():
     with_them = judge_over_http(MARKED)
     without = judge_over_http(MARKED, logprobs=False)
     assert [c.category for c in without.turns[0].claims] == [c.category for c in with_them.turns[0].claims]
-    assert all(c.probabilities is None for c in without.turns[0].claims)
+    assert [c.probabilities for c in without.turns[0].claims] == [None, None]
 
 
 # ---- choosing on claims ------------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ def test_labeled_compile_gives_exactly_the_requested_demos_and_round_trips(tmp_p
     path = save_compiled(result, "fake", tmp_path)
     text = path.read_text()
     assert "sk-test-secret-value" not in text and "api_key" not in text
-    assert all(state.get("lm") is None for state in json.loads(text).values() if isinstance(state, dict))
+    states = [state for state in json.loads(text).values() if isinstance(state, dict)]
+    assert states and all(state.get("lm") is None for state in states)
     restored = Vista.from_program(path)
     for name in budgets:
         assert [dict(d) for d in getattr(restored, name).demos] == [dict(d) for d in getattr(program, name).demos]
@@ -270,12 +271,13 @@ def test_a_thin_pool_is_topped_up_with_the_seed_demos(dialogues):
 def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
     from vista_dspy.compiled.files import compiled_dir
 
-    for path in sorted(compiled_dir().glob("*.json")):
-        if path.name.endswith(".meta.json"):
-            continue
+    programs = [path for path in sorted(compiled_dir().glob("*.json")) if not path.name.endswith(".meta.json")]
+    assert "seed" in {path.stem for path in programs}
+    for path in programs:
         text = path.read_text()
         assert "api_key" not in text and not re.search(r"\bsk-[A-Za-z0-9_-]{16,}", text), path
-        assert all(state.get("lm") is None for state in json.loads(text).values() if isinstance(state, dict)), path
+        states = [state for state in json.loads(text).values() if isinstance(state, dict)]
+        assert states and all(state.get("lm") is None for state in states), path
         program = Vista.from_program(path.stem)
         assert incomplete_demos(program) == [], path
         meta = path.with_name(f"{path.stem}.meta.json")

@@ -14,8 +14,9 @@ from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.decision import CUES, LinearModel, most_doubtful
 from vista_dspy.optimize.gate import Gate, PairedTest
 from vista_dspy.grounding import content_words, uncovered_sentences
+from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.probe_records import read_probe, write_probe
-from vista_dspy.optimize.rule_fitting import ClaimRow, TurnRows, replay
+from vista_dspy.optimize.rule_fitting import replay
 from vista_dspy.signatures import ClaimList, decompose_bound
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."

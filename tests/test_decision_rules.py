@@ -18,7 +18,8 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CUES, TurnEvidence
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.rule_fitting import ClaimRow, TurnRows, cross_fitted, fit_model, fit_rule, replay, turn_scores
+from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 
@@ -103,7 +104,7 @@ def test_cross_fitting_never_decides_a_claim_with_a_rule_fitted_on_its_own_dialo
         return fit_rule(part, CUES)
 
     decided, rules = cross_fitted(turns, fold_of, fit)
-    assert len(rules) == 3 and len(decided) == len(turns)
+    assert len(rules) == len(seen) == 3 and len(decided) == len(turns)
     for fold, fitted_on in enumerate(seen):
         assert fitted_on == {d for d, f in fold_of.items() if f != fold}
 
@@ -174,14 +175,16 @@ def test_a_saved_rule_loads_and_judges_identically(tmp_path):
 
 
 def test_no_program_file_holds_anything_but_json():
-    for path in compiled_dir().iterdir():
-        if path.is_file() and path.suffix != ".py":  # the folder's code (__init__.py, files.py) aside
-            assert path.suffix == ".json", path
-            content = json.loads(path.read_text(encoding="utf-8"))
-            content.pop("metadata", None)  # dependency versions ("cloudpickle": "3.1")
-            # A pickled object in JSON is a base64 string: protocol 2-5 pickles start with 0x80, "gA" in base64.
-            text = json.dumps(content)
-            assert '"gA' not in text and "pickle" not in text, path
+    # The folder's code (__init__.py, files.py) aside; the seed program is always among the rest.
+    files = [path for path in compiled_dir().iterdir() if path.is_file() and path.suffix != ".py"]
+    assert "seed.json" in {path.name for path in files}
+    for path in files:
+        assert path.suffix == ".json", path
+        content = json.loads(path.read_text(encoding="utf-8"))
+        content.pop("metadata", None)  # dependency versions ("cloudpickle": "3.1")
+        # A pickled object in JSON is a base64 string: protocol 2-5 pickles start with 0x80, "gA" in base64.
+        text = json.dumps(content)
+        assert '"gA' not in text and "pickle" not in text, path
 
 
 def test_the_cascade_skips_exactly_the_claims_in_its_band():

@@ -30,6 +30,7 @@ def test_parts_are_disjoint_halves_and_pool_select_halve_train_within_each_sourc
     assert not set(ids["pool"]) & set(ids["select"]) and set(ids["pool"]) | set(ids["select"]) == set(ids["train"])
     source = {d.id: d.source["dataset"] for d in dialogues}
     pool, select = Counter(source[i] for i in ids["pool"]), Counter(source[i] for i in ids["select"])
+    assert len(pool | select) > 1  # the dev file mixes source datasets
     assert all(abs(pool[k] - select[k]) <= 1 for k in pool | select)  # stratified by source dataset
     assert ids["pool"] == [i for i in ids["train"] if i in set(ids["pool"])]  # file order kept
     assert [d.id for d in part_of(dialogues, "dev", 1)] != ids["dev"]  # the seed moves the split

@@ -4,9 +4,9 @@ rule never makes VERIFIED a claim the judge found CONTRADICTED), and the numbers
 
 import dspy
 import pytest
-
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
+
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnModel, decide, turn_call
 from vista_dspy.lm.clients.adapters import JSONAdapter

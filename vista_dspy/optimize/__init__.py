@@ -1,8 +1,17 @@
-"""Everything that chooses a program for a model: ``compile`` (the compile and its gate, saving), the optimizers
-(``rule_fitting``: the default ``rule``; ``choosing``: ``claims``; ``teleprompters``: ``labeled``, ``bootstrap``,
-``random-search``, ``mipro``), their shared parts (``demos``: pools and budgets; ``dev_score``: scores on dev
-dialogues; ``probing``: judging claims with label probabilities, cross-fitting folds; ``calibration``: wave 3's
-calibration, kept for comparison), ``gate`` (the paired tests and the meta record) and ``study`` (optuna studies).
+"""Everything that chooses a program for a model.
+
+- ``compile``: the compile and its gate, saving; ``gate``: the paired tests and the meta record; ``dev_score``:
+  a program's scores on dev dialogues and the gate on them.
+- The optimizers: ``rule_fitting`` (the default ``rule``: a decision rule fitted on judged turns, scored on them,
+  chosen cross-fitted); ``rule_gate`` (``vista compile --probe``: the two-threshold rule chosen and gated on a
+  recorded probe, no LM); ``choosing`` (``claims``); ``teleprompters`` (``labeled``, ``bootstrap``,
+  ``random-search``, ``mipro``); ``study`` (optuna studies).
+- Their shared parts: ``judged_turns`` (judged turns and claims as a rule sees them, labelled through the human
+  claims); ``probe_records`` (a real-model probe's turns saved and read back); ``probing`` (judging human claims
+  with label probabilities, claim-level scores); ``claim_probes`` (those claims' records and label space);
+  ``cross_fitting`` (folds by dialogue, and fitting on the other folds); ``demos`` (pools and budgets).
+- ``calibration``: wave 3's calibration of label probabilities, kept for comparison only (benchmarks use it; no
+  program decides with it).
 """
 
 from ..lazy import exports

@@ -1,6 +1,8 @@
 """Calibration of a model's label probabilities (wave 3): a handful of numbers that turn them into decisions. Kept as
-a comparison only -- no program decides with it any more: a decision rule (``decision``) over the probabilities and
-the claims' evidence cues replaced it (a threshold and offsets are what it could do; the rule sees the evidence too).
+a comparison only -- no program decides with it and nothing in the package imports it (``benchmarks/
+calibration_offline.py``, ``label_only.py`` and ``decision_rules.py`` do): a decision rule (``decision``) over the
+probabilities and the claims' evidence cues replaced it (a threshold and offsets are what it could do; the rule sees
+the evidence too).
 
 A small judge's labels are biased (the 1.5B local model says CONTRADICTED for 13 % of claims where annotators say
 1 %). Contextual calibration corrects such a bias with one number per label (Zhao et al. 2021, "Calibrate Before
@@ -11,19 +13,21 @@ Use"); here, following the method's two questions:
 - Categorize: the category with the highest log-probability plus its ``categorize_offsets`` entry (prior
   correction; all zero is the model's own choice).
 
-A claim without probabilities (the endpoint gave none) keeps the model's own label. ``fit`` chooses the numbers on human-labelled claims (``ClaimProbe`` records); fitting is arithmetic
-on saved probabilities, no LM call.
+A claim without probabilities (the endpoint gave none) keeps the model's own label. ``fit`` chooses the numbers on
+human-labelled claims (``claim_probes.ClaimProbe`` records); fitting is arithmetic on saved probabilities, no LM
+call; ``cross_fitted`` decides each claim by a calibration fitted on the other folds' dialogues.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .claim_probes import CATEGORIES, LABELS, UNSAFE, ClaimProbe
+from .cross_fitting import cross_fit
 
-CATEGORIES: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
 # Probabilities this small count as this (a label the endpoint's top alternatives did not list at all).
 FLOOR = 1e-6
 
@@ -63,33 +67,10 @@ class Calibration(BaseModel):
 
 
 # ---- fitting on human-labelled claims -----------------------------------------------------------------------------
-# The decision space, in this order: VERIFIED, then the four categories.
-LABELS: tuple[str, ...] = ("VERIFIED", *CATEGORIES)
-UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
 OBJECTIVES = ("accuracy", "turns", "likelihood")
 # The accuracy search: thresholds on the logit of P(VERIFIED), offsets (relative to LACKING EVIDENCE's, which is 0).
 THRESHOLD_LOGITS = tuple(x / 4 for x in range(-24, 25))
 OFFSET_GRID = tuple(x / 2 for x in range(-12, 13))
-
-
-class ClaimProbe(BaseModel):
-    """One human-labelled claim as a model judged it with both stages (``JudgeOptions.categorize_all``): what
-    calibration is fitted on and scored with."""
-
-    model_config = ConfigDict(frozen=True)
-
-    dialogue_id: str
-    turn_index: int
-    position: int = 0  # the claim's place in its turn
-    claim: str
-    gold: str  # one of LABELS
-    raw: str  # the model's own decision: one of LABELS, or ERROR
-    verify: dict[str, float] | None = None
-    categorize: dict[str, float] | None = None
-
-    @property
-    def calibratable(self) -> bool:
-        return self.verify is not None and self.categorize is not None and self.raw != "ERROR"
 
 
 def decisions(probes: list[ClaimProbe], calibration: Calibration | None) -> list[str]:
@@ -220,3 +201,11 @@ def _calibration(threshold_logit: float, offsets) -> Calibration:
     threshold = min(max(threshold, 1e-6), 1 - 1e-6)
     return Calibration(verify_threshold=threshold,
                        categorize_offsets={c: round(float(o), 4) for c, o in zip(CATEGORIES, offsets) if o != 0})
+
+
+def cross_fitted(probes: Sequence[ClaimProbe], fold_of: dict[str, int], objective: str
+                 ) -> tuple[list[str], list[Calibration]]:
+    """Each claim decided by a calibration fitted on the other folds' claims only (never on its own dialogue's):
+    (decisions in ``probes`` order, the calibration fitted for each fold)."""
+    return cross_fit(probes, fold_of, lambda part: fit(part, objective),
+                     lambda probe, calibration: decisions([probe], calibration)[0])

@@ -3,7 +3,7 @@
 A few dozen turns cannot tell a real gain from noise (a choice made on 29 turns won 8 points there and lost 15 on
 59 fresh ones); hundreds of human-labelled claims are four times as many items and answer exactly the questions
 Verify and Categorize ask. In a stated order, each choice by numbers pooled over claims and cross-fitted by dialogue
-(``probing.folds``: a demo is never scored on its own dialogue):
+(``cross_fitting.folds``: a demo is never scored on its own dialogue):
 
 1. The base program judges every training claim with both stages and label probabilities (``probing.probe``);
    its agreeing answers become the demo pool (``demos.pool_from_traces``).
@@ -27,10 +27,11 @@ from typing import Any
 from ..metrics import match_claims
 from ..program import Vista
 from ..schema import Dialogue, DialogueVerdict
-from .calibration import CATEGORIES, ClaimProbe
+from .claim_probes import CATEGORIES, ClaimProbe
+from .cross_fitting import folds
 from .demos import Meter, Pool, install, pool_from_traces
 from .gate import PairedTest
-from .probing import claim_scores, decision_right, folds, probe, probes_of, turn_accuracy
+from .probing import claim_scores, decision_right, probe, probes_of, turn_accuracy
 
 JUDGED_STAGES = ("verify", "categorize")
 Log = Callable[[str], None]

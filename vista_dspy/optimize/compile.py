@@ -63,7 +63,9 @@ class CompileResult:
         return self.gate.passed
 
 
-def content_hash(dialogues: Sequence[Dialogue]) -> str:
+def dialogues_hash(dialogues: Sequence[Dialogue]) -> str:
+    """The sha256 of the dialogues' records, in order: what a meta says identifies its data (a program's own hash is
+    ``Vista.content_hash``)."""
     digest = hashlib.sha256()
     for dialogue in dialogues:
         digest.update(dialogue.model_dump_json().encode())
@@ -72,7 +74,7 @@ def content_hash(dialogues: Sequence[Dialogue]) -> str:
 
 def data_record(dialogues: Sequence[Dialogue], describe: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the meta says of a data set: its description, size and content hash."""
-    return {**(describe or {}), "dialogues": len(dialogues), "sha256": content_hash(dialogues),
+    return {**(describe or {}), "dialogues": len(dialogues), "sha256": dialogues_hash(dialogues),
             "turns": sum(len(d.judged_turns) for d in dialogues),
             "claims": sum(len(d.turns[i].gold.claims or []) for d in dialogues for i in d.judged_turns
                           if d.turns[i].gold is not None)}

@@ -1,4 +1,4 @@
-"""Real-model probes as data that outlive the machine: the judged turns of a probe (``rule_fitting.TurnRows``) in a
+"""Real-model probes as data that outlive the machine: the judged turns of a probe (``judged_turns.TurnRows``) in a
 small JSONL file, read back for fitting and gating with no LM and no dataset at hand.
 
 A record holds no text of the dataset: a turn is named by its dialogue id and turn index, and carries its gold label
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .rule_fitting import ClaimRow, TurnRows
+from .judged_turns import ClaimRow, TurnRows
 
 RECORD_VERSION = 1
 TURNS = "turns.jsonl"

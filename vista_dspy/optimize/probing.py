@@ -1,11 +1,10 @@
 """Judging human-labelled claims to choose and check a compiled program: each claim asked of Verify and of Categorize
-with label probabilities (``ClaimProbe`` records, what calibration is fitted on), folds by dialogue for
-cross-fitting, and the claim-level scores every choice is made with (pooled over claims, not averaged per dialogue).
+with label probabilities (``claim_probes.ClaimProbe`` records), and the claim-level scores every choice is made with
+(pooled over claims, not averaged per dialogue). Folds by dialogue are ``cross_fitting``'s.
 """
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +13,7 @@ from typing import Any
 import dspy
 
 from ..schema import Category, Dialogue, DialogueVerdict
-from .calibration import LABELS, UNSAFE, Calibration, ClaimProbe, decisions, fit
+from .claim_probes import LABELS, UNSAFE, ClaimProbe
 
 # (predictor name, inputs, outputs) of every predictor call, in order.
 Trace = list[tuple[str, dict[str, Any], Any]]
@@ -22,7 +21,7 @@ Trace = list[tuple[str, dict[str, Any], Any]]
 
 def probes_of(verdict: DialogueVerdict) -> list[ClaimProbe]:
     """The human-labelled claims of a verdict judged with ``given_claims`` (and ``categorize_all``, for both
-    distributions) as probe records; ``raw`` is the verdict's own category (the program's calibration, if any,
+    distributions) as probe records; ``raw`` is the verdict's own category (the program's decision rule, if any,
     applied)."""
     return [ClaimProbe(dialogue_id=verdict.dialogue_id, turn_index=turn.turn_index, position=position,
                        claim=claim.claim, gold=claim.gold_category.value, raw=claim.category.value,
@@ -68,39 +67,6 @@ def _in_context(function):
 
     snapshot = contextvars.copy_context()
     return lambda *args: snapshot.copy().run(function, *args)
-
-
-# ---- folds -------------------------------------------------------------------------------------------------------
-def folds(dialogues: Sequence[Dialogue], k: int, seed: int = 0) -> list[list[Dialogue]]:
-    """``k`` folds of whole dialogues (the claims of one dialogue never straddle two folds), as even in claims as
-    a seeded greedy assignment makes them; each fold keeps file order."""
-    if k < 2:
-        raise ValueError("cross-fitting needs at least 2 folds")
-    order = list(dialogues)
-    random.Random(seed).shuffle(order)
-    order.sort(key=_claims_in, reverse=True)
-    sizes = [0] * k
-    members: list[set[str]] = [set() for _ in range(k)]
-    for dialogue in order:
-        smallest = min(range(k), key=lambda i: (sizes[i], i))
-        members[smallest].add(dialogue.id)
-        sizes[smallest] += _claims_in(dialogue)
-    return [[d for d in dialogues if d.id in fold] for fold in members]
-
-
-def _claims_in(dialogue: Dialogue) -> int:
-    return sum(len(dialogue.turns[i].gold.claims or []) for i in dialogue.judged_turns
-               if dialogue.turns[i].gold is not None)
-
-
-def cross_fitted(probes: Sequence[ClaimProbe], fold_of: dict[str, int], objective: str
-                 ) -> tuple[list[str], list[Calibration]]:
-    """Each claim decided by a calibration fitted on the other folds' claims only (never on its own dialogue's):
-    (decisions in ``probes`` order, the calibration fitted for each fold)."""
-    k = max(fold_of.values()) + 1
-    calibrations = [fit([p for p in probes if fold_of[p.dialogue_id] != f], objective) for f in range(k)]
-    decided = [decisions([p], calibrations[fold_of[p.dialogue_id]])[0] for p in probes]
-    return decided, calibrations
 
 
 # ---- scores ------------------------------------------------------------------------------------------------------

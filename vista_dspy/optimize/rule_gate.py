@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..decision import UNSAFE_CATEGORIES, Band, DecisionRule, most_doubtful
+from .cross_fitting import random_halves
 from .gate import TURN_MARGIN, Gate, PairedTest
+from .judged_turns import TurnRows
 from .rule_fitting import (
     BANDS,
     FEATURE_SETS,
     THRESHOLDS,
     TurnDecision,
-    TurnRows,
     calls_per_turn,
     cross_fitted,
     fit_rule,
@@ -85,15 +86,6 @@ def choose_thresholds(decided: Sequence[Sequence[TurnDecision]]) -> dict[str, fl
 
 
 REPEATS = 5  # cross-fittings (random halves of the dialogues) whose mean accuracy chooses the thresholds
-
-
-def random_halves(turns: Sequence[TurnRows], repeat: int) -> dict[str, int]:
-    """Dialogue id -> fold 0 / 1: the ``repeat``-th seeded random split of ``turns``' dialogues in two."""
-    import random
-
-    ids = sorted({t.dialogue_id for t in turns})
-    random.Random(repeat).shuffle(ids)
-    return {dialogue_id: i % 2 for i, dialogue_id in enumerate(ids)}
 
 
 def fit_two_thresholds(turns: Sequence[TurnRows], features: Sequence[str], *, repeats: int = REPEATS
@@ -183,7 +175,7 @@ def two_fold(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Reci
              ) -> tuple[list[TurnDecision], dict[str, DecisionRule]]:
     """Every turn decided by the rule that ``recipe`` chose on the other half only (``half_of``: dialogue id ->
     half name; two halves). Returns (decisions in ``turns`` order, {half: the rule that decided it})."""
-    halves = sorted(set(half_of[t.dialogue_id] for t in turns))
+    halves = sorted({half_of[t.dialogue_id] for t in turns})
     if len(halves) != 2:
         raise ValueError(f"two_fold needs turns of two halves, got {halves}")
     rules = {half: recipe([t for t in turns if half_of[t.dialogue_id] != half]) for half in halves}
