@@ -52,8 +52,9 @@ CLAIM_CALLS_HELP = ("How claims are judged. per-claim: one Verify call per claim
 # ---- options shared by several commands ---------------------------------------------------------------------
 ModelOption = Annotated[Optional[str], typer.Option(
     "--model", "-m", envvar="VISTA_MODEL",
+    # Typer reads help as Rich markup: "\\[" prints a bracket that "[" alone would turn into a (lost) style tag.
     help="'local' (the embedded offline model, Qwen2.5-Coder-1.5B; the default), 'local-0.5b' (its 0.5B sibling, "
-         "the [draft] extra), a short name from `vista models`, or any DSPy/litellm model string: openai/gpt-4o, "
+         "the \\[draft] extra), a short name from `vista models`, or any DSPy/litellm model string: openai/gpt-4o, "
          "deepseek/deepseek-chat, hosted_vllm/<name>, ollama_chat/<name>, openai/<name> with --api-base ...")]
 ApiBaseOption = Annotated[Optional[str], typer.Option(
     envvar="VISTA_API_BASE", help="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama ...). The key, "

@@ -65,7 +65,7 @@ def compile_command(
                                                 "candidates and trials).")] = DEFAULT_OPTIMIZER,
     demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
     budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials).")] = 4,
-    folds: Annotated[int, typer.Option(min=2, help="claims: cross-fitting folds (by dialogue).")] = 2,
+    folds: Annotated[int, typer.Option(min=2, help="rule and claims: cross-fitting folds (by dialogue).")] = 2,
     n_train: NTrainOption = None,
     n_dev: NDevOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the split, the folds, the samples and the demo selection.")] = 0,

@@ -126,8 +126,9 @@ ReasoningOption = Annotated[Optional[str], typer.Option(
          "categorize; 'none' for none." + SAVED.format("none"), show_default=False)]
 LabelProbabilitiesOption = Annotated[Optional[bool], typer.Option(
     help="Ask Verify and Categorize for token log-probabilities: each label's probability is recorded on its claim "
-         "and a calibrated program decides with them. Default: on where the endpoint gives them (not OpenAI's "
-         "reasoning models nor Anthropic's); --no-label-probabilities for an endpoint that refuses them.",
+         "and a program with a decision rule decides with them (without them, with its evidence-only model). "
+         "Default: on where the endpoint gives them (not OpenAI's reasoning models nor Anthropic's); "
+         "--no-label-probabilities for an endpoint that refuses them.",
     show_default=False)]
 FormatOption = Annotated[Optional[str], typer.Option(
     help="Input format: vista, dialogues, chat or hf (a datasets dataset; default: detected), or a benchmark "
