@@ -36,9 +36,13 @@ def test_the_same_doubt_flags_a_one_claim_turn_but_not_a_six_claim_one():
 
 def test_the_claims_that_decided_a_turn_are_the_fewest_most_doubtful_ones():
     lenient = TurnModel(features=("noisy_or_logit",), coef=(1.0,), intercept=0.0)
-    # noisy-OR of 0.4, 0.3, 0.2 is 0.664; without the 0.4 it is 0.44 (< 0.5): the 0.4 claim alone decided it
+    # noisy-OR of 0.4, 0.3, 0.2 is 0.664; without any of them it is lower: all three decided it, most doubtful first
     call = turn_call(lenient, [0.2, 0.4, None, 0.3], ["VERIFIED", "VERIFIED", "ERROR", "OUT-OF-SCOPE"])
-    assert call.hallucinated and call.deciding == (1,)
+    assert call.hallucinated and call.deciding == (1, 3, 0)
+    # under a model that weighs the count against the turn, a mildly doubtful claim speaks for the turn: only the
+    # most doubtful one decided it (sigmoid(logit 0.9 - 2 log 2) = 0.69; without the 0.1 claim it would be 0.9)
+    call = turn_call(COUNTING, [0.9, 0.1], ["VERIFIED", "VERIFIED"])
+    assert call.hallucinated and call.deciding == (0,)
     assert turn_call(lenient, [0.1, None], ["VERIFIED", "ERROR"]).hallucinated is False
     assert turn_call(lenient, [None], ["ERROR"]) is None  # nothing decided with a probability
     assert turn_call(None, [0.9], ["VERIFIED"]) is None

@@ -65,7 +65,7 @@ def turn_model_explanation(call: TurnCall, verdicts: list[ClaimVerdict]) -> str:
     """Why the turn model called a turn with no unsafe claim hallucinated, naming the claims that decided it."""
     named = "; ".join(f"claim {i + 1} (P(unsafe) {verdicts[i].p_unsafe:.2f}): {verdicts[i].claim}"
                       for i in call.deciding)
-    return (f"Hallucinated by the turn model (P {call.p_hallucinated:.2f} over {len(verdicts)} claims) although no "
+    return (f"Hallucinated by the turn model (P {call.p_hallucinated:.3f} over {len(verdicts)} claims) although no "
             f"claim alone is unsafe; decided by {named}.")
 
 

@@ -170,8 +170,9 @@ class TurnCall:
 def turn_call(model: TurnModel | None, p_unsafe: Sequence[float | None], categories: Sequence[str]
               ) -> TurnCall | None:
     """The turn model's call on a turn (None: no model, no claim decided with a P(unsafe), or a claim already
-    unsafe, which makes the turn hallucinated anyway). The claims that decided a hallucinated call are the fewest
-    most doubtful ones without which the model would not call it (all the decided claims if none suffices)."""
+    unsafe, which makes the turn hallucinated anyway). The claims that decided a hallucinated call are those whose
+    absence would lower the turn's P(hallucinated), most doubtful first (under a model that weighs the count or the
+    sum against the turn, a mildly doubtful claim speaks for the turn; its most doubtful claim when none does)."""
     if model is None or any(c in UNSAFE_CATEGORIES for c in categories):
         return None
     decided = sorted((i for i, p in enumerate(p_unsafe) if p is not None), key=lambda i: -p_unsafe[i])
@@ -180,13 +181,9 @@ def turn_call(model: TurnModel | None, p_unsafe: Sequence[float | None], categor
     p = model.probability([p_unsafe[i] for i in decided])
     if p < model.threshold:
         return TurnCall(p, False, ())
-    deciding: list[int] = []
-    for i in decided:
-        deciding.append(i)
-        rest = [p_unsafe[j] for j in decided if j not in deciding]
-        if not rest or model.probability(rest) < model.threshold:
-            break
-    return TurnCall(p, True, tuple(deciding))
+    deciding = tuple(i for i in decided if len(decided) > 1
+                     and model.probability([p_unsafe[j] for j in decided if j != i]) < p)
+    return TurnCall(p, True, deciding or (decided[0],))
 
 
 class DecisionRule(BaseModel):
