@@ -179,7 +179,8 @@ def test_real_local_model_with_the_default_program_finds_the_invented_figures(tm
 
     shipped = read_program("local")
     done, _, verdict = _judge_quickstart(tmp_path)
-    assert "program local" in done.stderr and "turn model" in done.stderr
+    said = " ".join(done.stderr.split())  # rich wraps the first lines at the terminal's width
+    assert "program local" in said and "turn model" in said
     assert verdict["program"] == "local"
     assert {k: verdict["options"][k] for k in shipped.options} == shipped.options
     assert verdict["turns"][1]["label"] == "hallucinated"
