@@ -1,8 +1,11 @@
-"""Record a real-model probe (a run folder of ``decision_probe.py``) as committed data: ``benchmarks/probes/NAME/``
-with ``turns.jsonl`` (no dataset text: ids, the model's claims, cues, probabilities, labels, matched judgements; see
-``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, program hash, model, date, data sha256, wall time).
+"""Record a real-model probe as committed data: the run folder of a program run as users run it (``vista evaluate
+dev.json --program P --out RUN_DIR``: its own Decompose, coverage and store, label probabilities on) becomes
+``benchmarks/probes/NAME/`` with ``turns.jsonl`` (no dataset text: ids, the model's claims, cues, probabilities,
+labels, matched judgements; see ``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, the
+program's name and content hash from the run's ``run.json``, model, date, data sha256, wall time, LM calls and tokens
+per stage and per judged turn).
 
-    python benchmarks/record_probe.py RUN_DIR NAME --command "python benchmarks/decision_probe.py ..." \
+    python benchmarks/record_probe.py RUN_DIR NAME --command "vista evaluate ... --program seed --out RUN_DIR" \
         --commit f02bc3d --date 2026-12-02 --seconds 2910
 
 The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
@@ -17,12 +20,13 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA  # noqa: E402 (this folder)
+from decision_probe import DEFAULT_DATA
 
 from vista_dspy.data import load_dialogues, part_of
-from vista_dspy.optimize.probe_records import write_probe
 from vista_dspy.optimize.judged_turns import turns_of
+from vista_dspy.optimize.probe_records import write_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
+from vista_dspy.schema import Usage
 
 PROBES = Path(__file__).parent / "probes"
 
@@ -46,12 +50,21 @@ def main() -> int:
     verdicts = read_verdicts(args.run / VERDICTS)
     turns = turns_of(verdicts, by_id)
     run = json.loads((args.run / "run.json").read_text()) if (args.run / "run.json").is_file() else {}
+    usage = Usage()
+    for verdict in verdicts:
+        usage.merge(verdict.usage)
+    per_turn = max(len(turns), 1)
+    stages = {stage: {**counts.model_dump(), "per_judged_turn": {k: round(v / per_turn, 2)
+                                                                 for k, v in counts.model_dump().items()}}
+              for stage, counts in sorted(usage.by_stage.items())}
     meta = {"command": args.command, "commit": args.commit, "date": args.date, "model": args.model,
             "program": run.get("program"), "program_sha256": run.get("program_sha256"),
             "options": verdicts[0].options if verdicts else {},
             "data": {"file": args.data.name, "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
                      "dialogues": len(verdicts), "of": sum(bool(d.judged_turns) for d in dialogues)},
             "seconds": args.seconds,
+            "usage": {"by_stage": stages, "note": "calls and tokens that reached the model (cache hits are not "
+                      "calls); prompt tokens include the prefix the server's cache served"},
             "seconds_per_judged_turn": round(args.seconds / len(turns), 1) if args.seconds and turns else None,
             "halves": "vista_dspy.data.part_of(dialogues, 'train' / 'dev'): the seeded split by dialogue",
             "note": args.note}

@@ -195,7 +195,7 @@ def test_a_recorded_probe_reads_back_to_the_same_turns_and_holds_no_added_senten
 @pytest.mark.skipif(not (PROBE / "turns.jsonl").is_file(), reason="no recorded probe in benchmarks/probes/")
 def test_the_committed_probe_replays_to_the_shipped_rule():
     from vista_dspy.compiled.files import compiled_dir
-    from vista_dspy.optimize.rule_gate import choose_two_threshold_rule, with_cascade
+    from vista_dspy.optimize.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, with_cascade
 
     shipped = compiled_dir() / "local.json"
     if not shipped.is_file():
@@ -203,7 +203,9 @@ def test_the_committed_probe_replays_to_the_shipped_rule():
     rule = json.loads(shipped.read_text())["vista"]["rule"]
     meta = json.loads(shipped.with_suffix(".meta.json").read_text())
     turns, _, _ = read_probe(PROBE.parents[2] / meta["settings"]["probe"])  # the repository (an absolute path wins)
-    refitted, _ = choose_two_threshold_rule(turns)
+    choose = (choose_turn_model_rule if meta["settings"].get("recipe") == "turn-model"
+              else choose_two_threshold_rule)
+    refitted, _ = choose(turns)
     if rule.get("cascade"):
         refitted = with_cascade(refitted, DecisionRule.model_validate(rule).cascade)
     assert refitted.model_dump(mode="json") == rule
@@ -214,3 +216,16 @@ def test_a_replayed_turn_with_content_but_no_claim_is_unknown_as_the_live_judge_
     quiet = TurnRows("d", 3, "faithful", [])  # a greeting: nothing to claim
     assert [d.label for d in replay([empty, quiet], None)] == ["unknown", "faithful"]
     assert replay([empty], _rule(0.3), judge=False)[0].label == "unknown"
+
+
+def test_a_probe_that_does_not_record_the_program_it_would_compile_is_refused(tmp_path):
+    from vista_dspy.optimize.rule_gate import NotLive, compile_from_probe
+
+    rows = [ClaimRow("Lisbon is a capital.", dict.fromkeys(CUES, 0.0), None, None, "VERIFIED", "VERIFIED")]
+    turns = [TurnRows("a", 1, "faithful", rows), TurnRows("b", 1, "faithful", rows)]
+    write_probe(tmp_path / "replayed", turns, {"a": "train", "b": "dev"}, {"program": "seed"})
+    with pytest.raises(NotLive, match="names no program hash"):
+        compile_from_probe(tmp_path / "replayed")
+    write_probe(tmp_path / "other", turns, {"a": "train", "b": "dev"}, {"program": "x", "program_sha256": "0" * 64})
+    with pytest.raises(NotLive, match="recorded program 000000000000, not the program it would compile"):
+        compile_from_probe(tmp_path / "other")

@@ -170,15 +170,25 @@ def test_real_local_model_with_the_seed_gets_the_quickstart_gold_labels(tmp_path
 
 @pytest.mark.slow
 def test_real_local_model_with_the_default_program_finds_the_invented_figures(tmp_path, real_model):
-    """With no flag the compiled program for the local model judges (its first lines say so), with coverage and its
-    decision rule; it finds the hallucinated turn (P(unsafe) of the invented snow days 0.71 against its threshold
-    0.45, measured 2026-12-02). Its label of the faithful turn is not asserted: its most doubtful claim sits near
-    the rule's turn threshold (0.23 against 0.20 that day, a false alarm; README says so)."""
+    """With no flag the compiled program for the local model judges (its first lines name it and its rule): its
+    saved options and decision rule apply, and it finds the hallucinated turn (the invented snow days LACKING
+    EVIDENCE at P(unsafe) 0.77 against its claim threshold 0.50, measured 2026-12-02). Its label of the faithful
+    turn is not asserted: the turn model put it at P(hallucinated) 0.50, on its threshold, that day (a false alarm;
+    benchmarks/RESULTS.md says so)."""
+    from vista_dspy.compiled.files import read_program
+
+    shipped = read_program("local")
     done, _, verdict = _judge_quickstart(tmp_path)
-    assert "program local applies its saved options: coverage=True" in done.stderr
-    assert verdict["program"] == "local" and verdict["options"]["coverage"] is True
+    said = " ".join(done.stderr.split())  # rich wraps the first lines at the terminal's width
+    assert "program local" in said and "turn model" in said
+    assert verdict["program"] == "local"
+    assert {k: verdict["options"][k] for k in shipped.options} == shipped.options
     assert verdict["turns"][1]["label"] == "hallucinated"
     assert any(c["p_unsafe"] is not None for t in verdict["turns"] for c in t["claims"])
+    for turn in verdict["turns"]:  # a turn the turn model called hallucinated says which claims decided it
+        if turn["label"] == "hallucinated" and not any(c["category"] in ("LACKING EVIDENCE", "CONTRADICTED")
+                                                       for c in turn["claims"]):
+            assert turn["explanation"].startswith("Hallucinated by the turn model")
 
 
 @pytest.mark.slow

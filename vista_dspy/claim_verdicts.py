@@ -1,12 +1,13 @@
 """How a judged claim's answers become its verdict: the judge's own labels (the seed, the paper's method), or a
 decision rule's decision over the judge's label probabilities and the claim's evidence cues (``decision``); a claim
-the cascade decided by its evidence alone; a turn's most doubtful claim under the rule's turn threshold."""
+the cascade decided by its evidence alone; a turn's most doubtful claim under the rule's turn threshold; the sentence
+that says why a turn model called a turn hallucinated."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .decision import Decision, DecisionRule, decide
+from .decision import Decision, DecisionRule, TurnCall, decide
 from .evidence import describe
 from .schema import Category, ClaimVerdict, GoldClaim, LabelProbabilities
 from .stages import StageResult
@@ -58,6 +59,14 @@ def as_most_doubtful(verdict: ClaimVerdict, rule: DecisionRule) -> ClaimVerdict:
     return verdict.model_copy(update={"category": category, "explanation": (
         f"Decided {category.value} as the turn's most doubtful claim (the rule's P(unsafe) {verdict.p_unsafe:.2f} "
         f"reaches the turn threshold {rule.turn_threshold:.2f}){said}")})
+
+
+def turn_model_explanation(call: TurnCall, verdicts: list[ClaimVerdict]) -> str:
+    """Why the turn model called a turn with no unsafe claim hallucinated, naming the claims that decided it."""
+    named = "; ".join(f"claim {i + 1} (P(unsafe) {verdicts[i].p_unsafe:.2f}): {verdicts[i].claim}"
+                      for i in call.deciding)
+    return (f"Hallucinated by the turn model (P {call.p_hallucinated:.3f} over {len(verdicts)} claims) although no "
+            f"claim alone is unsafe; decided by {named}.")
 
 
 def _probabilities(verified: StageResult, categorized: StageResult | None) -> LabelProbabilities | None:

@@ -10,12 +10,20 @@ EVIDENCE (CONTRADICTED is fitted as LACKING EVIDENCE, the unsafe class):
 - ``evidence``: the cues alone, for an endpoint that gives no probabilities, for the cascade and for the
   ``evidence`` baseline.
 
-A claim is unsafe when P(LACKING EVIDENCE) reaches the model's threshold (chosen for turn labels). Its category is
-then CONTRADICTED if the judge said so (overlap cannot show a contradiction) and LACKING EVIDENCE otherwise; a safe
-claim takes the most probable safe class. A rule may hold a lower ``turn_threshold`` for the most doubtful claim of
-each turn (``most_doubtful``): a turn's label needs every unsafe claim found, a claim's decision only its own. The
-cascade: a claim whose evidence-only P(unsafe) lies outside
-(``low``, ``high``) is decided by the evidence alone and not sent to Verify or Categorize.
+A claim is unsafe when P(LACKING EVIDENCE) reaches the model's threshold (chosen for claim decisions). Its category
+is then CONTRADICTED if the judge said so (overlap cannot show a contradiction) and LACKING EVIDENCE otherwise; a safe
+claim takes the most probable safe class, except that a claim the judge found CONTRADICTED is never made VERIFIED
+(the rule may overrule the judge's decision, not make a claim supported against the evidence it cites): it takes
+the most probable of the other safe classes.
+
+A turn is hallucinated when one of its claims is unsafe. A rule may also hold a ``turn`` model (``TurnModel``): the
+probability that a turn with no unsafe claim is hallucinated all the same, from its claims' P(unsafe) through
+summaries that know how many claims there are (the largest, their noisy-OR, the count), fitted on turn labels.
+"Any claim above a threshold" flags a turn more often the more claims it has; a model that sees the count need not.
+The claims keep their own labels; the turn's explanation names the claims that decided it. (Older programs hold a
+``turn_threshold`` instead: the turn's most doubtful claim made unsafe from that P(unsafe) on, ``most_doubtful``.)
+The cascade: a claim whose evidence-only P(unsafe) lies outside (``low``, ``high``) is decided by the evidence alone
+and not sent to Verify or Categorize.
 
 ``decide`` is the one decision function: fitting (``rule_fitting``), cross-fitted scoring and the deployed judge
 all call it.
@@ -24,7 +32,7 @@ all call it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +43,9 @@ from .schema import Category
 
 CLASSES: tuple[str, ...] = ("VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "LACKING EVIDENCE")
 SAFE_CLASSES: tuple[str, ...] = CLASSES[:3]
+# The safe classes that do not say the sources support the claim: what a claim the judge found CONTRADICTED may
+# become when the rule overrules it.
+UNSUPPORTED_SAFE_CLASSES: tuple[str, ...] = CLASSES[1:3]
 UNSAFE_CLASS = "LACKING EVIDENCE"
 CATEGORIZE_LABELS: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
 JUDGE_FEATURES: tuple[str, ...] = ("verify_logit", "categorized",
@@ -101,6 +112,80 @@ class Band(BaseModel):
         return p_unsafe <= self.low or p_unsafe >= self.high
 
 
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
+
+
+# Summaries of a turn's claims' P(unsafe) a turn model may read; each is defined for one claim or more.
+TURN_FEATURES: dict[str, Callable[[Sequence[float]], float]] = {
+    "max_logit": lambda ps: _logit(max(ps)),  # the most doubtful claim
+    "noisy_or_logit": lambda ps: _logit(1 - math.prod(1 - p for p in ps)),  # some claim unsafe, claims independent
+    "mean_logit": lambda ps: sum(_logit(p) for p in ps) / len(ps),
+    "sum": lambda ps: float(sum(ps)),  # expected number of unsafe claims
+    "log_count": lambda ps: math.log(len(ps)),  # how many chances the turn had
+}
+
+
+class TurnModel(BaseModel):
+    """P(a turn with no unsafe claim is hallucinated) = sigmoid(intercept + coef . summaries of its claims'
+    P(unsafe)) (``TURN_FEATURES``); hallucinated from ``threshold`` on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    features: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> TurnModel:
+        unknown = sorted(set(self.features) - set(TURN_FEATURES))
+        if unknown:
+            raise ValueError(f"unknown turn features {', '.join(unknown)}; known: {', '.join(TURN_FEATURES)}")
+        if len(self.coef) != len(self.features):
+            raise ValueError(f"a turn model needs one weight per feature ({len(self.features)})")
+        return self
+
+    def probability(self, p_unsafe: Sequence[float]) -> float:
+        """P(hallucinated) of a turn whose decided claims have these P(unsafe) (at least one)."""
+        score = self.intercept + sum(w * TURN_FEATURES[f](p_unsafe) for w, f in zip(self.coef, self.features))
+        return 1 / (1 + math.exp(-max(-60.0, min(60.0, score))))
+
+    def describe(self) -> str:
+        terms = " ".join(f"{w:+.2f}*{f}" for w, f in zip(self.coef, self.features))
+        return f"turn model sigmoid({self.intercept:+.2f} {terms}) >= {self.threshold:.2f}"
+
+
+@dataclass(frozen=True)
+class TurnCall:
+    """A turn model's decision on a turn with no unsafe claim: its P(hallucinated) and, when that reaches the
+    threshold, the claims that carried it (``deciding``: indices, most doubtful first)."""
+
+    p_hallucinated: float
+    hallucinated: bool
+    deciding: tuple[int, ...]
+
+
+def turn_call(model: TurnModel | None, p_unsafe: Sequence[float | None], categories: Sequence[str]
+              ) -> TurnCall | None:
+    """The turn model's call on a turn (None: no model, no claim decided with a P(unsafe), or a claim already
+    unsafe, which makes the turn hallucinated anyway). The claims that decided a hallucinated call are those whose
+    absence would lower the turn's P(hallucinated), most doubtful first (under a model that weighs the count or the
+    sum against the turn, a mildly doubtful claim speaks for the turn; its most doubtful claim when none does)."""
+    if model is None or any(c in UNSAFE_CATEGORIES for c in categories):
+        return None
+    decided = sorted((i for i, p in enumerate(p_unsafe) if p is not None), key=lambda i: -p_unsafe[i])
+    if not decided:
+        return None
+    p = model.probability([p_unsafe[i] for i in decided])
+    if p < model.threshold:
+        return TurnCall(p, False, ())
+    deciding = tuple(i for i in decided if len(decided) > 1
+                     and model.probability([p_unsafe[j] for j in decided if j != i]) < p)
+    return TurnCall(p, True, deciding or (decided[0],))
+
+
 class DecisionRule(BaseModel):
     """How one model's answers and a claim's evidence become a decision (see the module docstring)."""
 
@@ -113,6 +198,8 @@ class DecisionRule(BaseModel):
     # is hallucinated when any claim is unsafe, so the turn's label needs its most doubtful claim found, while most
     # claims are safe (None: every claim at the model's threshold).
     turn_threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
+    # A turn with no unsafe claim is hallucinated when this model says so (``TurnModel``; None: not without one).
+    turn: TurnModel | None = None
     # How it was fitted (claims, their source, the model): for reading, not for deciding.
     fitted: dict = Field(default_factory=dict)
 
@@ -120,19 +207,23 @@ class DecisionRule(BaseModel):
     def _without_unset_turn_threshold(self, handler):
         # A rule without a turn threshold is written (and content-hashed) as rules were before it existed.
         data = handler(self)
-        if isinstance(data, dict) and data.get("turn_threshold") is None:
-            data.pop("turn_threshold", None)
+        if isinstance(data, dict):
+            for name in ("turn_threshold", "turn"):  # written (and content-hashed) as rules were before them
+                if data.get(name) is None:
+                    data.pop(name, None)
         return data
 
     @model_validator(mode="after")
     def _roles(self) -> DecisionRule:
         if self.evidence.uses_judge:
             raise ValueError("the evidence model may use evidence cues only")
+        if self.turn is not None and self.turn_threshold is not None:
+            raise ValueError("a rule decides turns with a turn model or a turn threshold, not both")
         return self
 
     def evidence_only(self) -> DecisionRule:
         """This rule's evidence model deciding every claim: no Verify or Categorize call (the evidence baseline)."""
-        return DecisionRule(evidence=self.evidence, cascade=Band(low=1.0, high=0.0),
+        return DecisionRule(evidence=self.evidence, cascade=Band(low=1.0, high=0.0), turn=self.turn,
                             fitted={**self.fitted, "evidence_only": True})
 
     def describe(self) -> str:
@@ -142,6 +233,8 @@ class DecisionRule(BaseModel):
                  f"(unsafe at P >= {(self.judged or self.evidence).threshold:.2f})"]
         if self.turn_threshold is not None:
             parts.append(f"a turn's most doubtful claim unsafe at P >= {self.turn_threshold:.2f}")
+        if self.turn is not None:
+            parts.append(f"a turn with no unsafe claim hallucinated by its {self.turn.describe()}")
         if self.cascade is not None:
             parts.append(f"cascade: evidence alone decides at P(unsafe) <= {self.cascade.low:.2f} "
                          f"or >= {self.cascade.high:.2f}")
@@ -182,7 +275,8 @@ def decide(rule: DecisionRule, cues: Mapping[str, float], verify: Mapping[str, f
     if p_unsafe >= model.threshold:
         unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
         return Decision(unsafe, p_unsafe, decided_by)
-    return Decision(Category(max(SAFE_CLASSES, key=p.__getitem__)), p_unsafe, decided_by)
+    safe = SAFE_CLASSES if judge_category != "CONTRADICTED" else UNSUPPORTED_SAFE_CLASSES
+    return Decision(Category(max(safe, key=p.__getitem__)), p_unsafe, decided_by)
 
 
 def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | None:

@@ -285,7 +285,8 @@ class TurnVerdict(_Record):
     # single document, none for a turn judged against the knowledge store alone.
     passages: list[str] = Field(default_factory=list)
     contradiction: ContradictionVerdict | None = None
-    # A holistic judge's reason for the whole turn (LLM-as-Judge baseline); claim-level judges leave it empty.
+    # A holistic judge's reason for the whole turn (LLM-as-Judge baseline), or why a rule's turn model called a turn
+    # with no unsafe claim hallucinated (naming the claims that decided it); empty otherwise.
     explanation: str | None = None
     duplicates_removed: int = 0
     # Decomposed claims that the turn and what precedes it do not contain: dropped, neither judged nor stored.

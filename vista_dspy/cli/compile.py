@@ -104,6 +104,12 @@ def compile_command(
     base_probe: Annotated[Optional[Path], typer.Option(help="With --probe: the seed's probe the gate compares with "
                                                             "(needed when --probe holds claims added by coverage; "
                                                             "default: --probe itself).", show_default=False)] = None,
+    recipe: Annotated[str, typer.Option(help="With --probe: how the rule decides turns. turn-model: a claim "
+                                             "threshold for claims and a turn model over the claims' P(unsafe) "
+                                             "that knows how many claims a turn has (fitted on turn labels, chosen "
+                                             "by held-out log-likelihood); two-threshold: a claim threshold and a "
+                                             "lower one for each turn's most doubtful claim (the earlier recipe).")
+                      ] = "turn-model",
 ) -> None:
     """Compile a VISTA program for one model on --train, then gate it on --dev, which no choice saw: it is saved
     (and used automatically by `vista evaluate --model M`) only if it beats the seed there; otherwise the command
@@ -122,10 +128,10 @@ def compile_command(
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     if probe is not None:
         _compile_from_probe(probe, base_probe, optimizer=optimizer, model=model, name=name, out_dir=out_dir,
-                            alpha=alpha, always_save=always_save)
+                            alpha=alpha, always_save=always_save, recipe=recipe)
         return
-    if base_probe is not None:
-        raise fail("--base-probe applies with --probe only")
+    if base_probe is not None or recipe != "turn-model":
+        raise fail("--base-probe and --recipe apply with --probe only")
     try:
         budgets = parse_demos(demos)
         (train_set, train_info), (dev_set, dev_info) = _train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
@@ -189,7 +195,8 @@ def _compile_one(model: str | None, api_base: str | None, train_set: list, dev_s
 
 
 def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str, model: str | None,
-                        name: str | None, out_dir: Path | None, alpha: float, always_save: bool) -> None:
+                        name: str | None, out_dir: Path | None, alpha: float, always_save: bool,
+                        recipe: str) -> None:
     """``vista compile --probe``: the rule chosen and gated on a recorded probe, with no LM."""
     from ..lm.models import program_name_for
     from ..optimize.compile import save_compiled
@@ -200,10 +207,10 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str,
         raise fail(f"--probe applies to the rule optimizer, not {optimizer}")
     name = name or program_name_for(model)
     try:
-        result = compile_from_probe(probe, base_probe, name=name, alpha=alpha,
+        result = compile_from_probe(probe, base_probe, name=name, alpha=alpha, recipe_name=recipe,
                                     log=lambda message: err.print(message, highlight=False))
     except (ProbeError, ValueError) as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"{probe}: {exc}") from None
     _print_result(result)
     if not (result.passed or always_save):
         err.print(f"nothing saved for {name}: the seed program stays (--always-save saves it anyway)",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..schema import Category, DialogueVerdict
@@ -58,6 +59,8 @@ def print_verdict(console: Console, verdict: DialogueVerdict) -> None:
         )
         if turn.error:
             console.print(f"  [magenta]{turn.error}[/]", highlight=False)
+        if turn.explanation:  # a holistic judge's reason, or why a turn model decided the turn
+            console.print(f"  [dim]{escape(turn.explanation)}[/]", highlight=False)
         for claim in turn.claims:
             why = claim.error if claim.category == Category.ERROR else claim.explanation
             gold = f" (gold {claim.gold_category.value})" if claim.gold_category else ""

@@ -25,6 +25,7 @@ from ..decision import (
     decide,
     feature_matrix,
     most_doubtful,
+    turn_call,
 )
 from ..evidence import CUES
 from ..schema import Category, Dialogue, DialogueVerdict
@@ -116,7 +117,8 @@ class TurnDecision:
 def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True) -> TurnDecision:
     """A turn's claims decided as the deployed program decides them: the judge's labels (no rule), or the rule --
     the cascade first, then the judged model where Verify's probabilities exist (``judge``: the judge was asked at
-    all; False is the evidence baseline), then the turn's most doubtful claim (``decision.most_doubtful``)."""
+    all; False is the evidence baseline), then the turn's most doubtful claim (``decision.most_doubtful``) or the
+    rule's turn model (``decision.turn_call``: the claims keep their categories, the turn its label)."""
     from ..scoring import turn_label
 
     categories: list[str] = []
@@ -132,11 +134,14 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
         categories.append(category)
         p_unsafe.append(None if p is None else round(p, 4))  # as a verdict records it
         evidence_only.append(alone)
+    call = None
     if rule is not None:
         flip = most_doubtful(rule.turn_threshold, p_unsafe, categories)
         if flip is not None:
             categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
-    label = turn_label([Category(c) for c in categories], failed=turn.unjudged)
+        call = turn_call(rule.turn, p_unsafe, categories)
+    label = ("hallucinated" if call is not None and call.hallucinated
+             else turn_label([Category(c) for c in categories], failed=turn.unjudged))
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
 
 

@@ -129,6 +129,45 @@ def choose_two_threshold_rule(turns: Sequence[TurnRows], log: Callable[[str], No
         "thresholds": {k: record[k] for k in ("claim", "turn")}}}), record
 
 
+def fit_with_turn_model(turns: Sequence[TurnRows], features: Sequence[str], *, repeats: int = REPEATS
+                        ) -> tuple[DecisionRule, dict[str, Any]]:
+    """A rule over ``features`` fitted on every claim of ``turns``: its claim threshold chosen for claim decisions
+    on ``repeats`` cross-fittings over random halves of the dialogues (``choose_thresholds``), and a turn model
+    (``turn_fitting.choose_turn_model``) fitted on the turn labels of those cross-fitted P(unsafe), chosen by
+    held-out log-likelihood. No turn threshold."""
+    from .turn_fitting import choose_turn_model, examples
+
+    inner = [cross_fitted(turns, random_halves(turns, r), lambda part: fit_rule(part, features))[0]
+             for r in range(repeats)]
+    chosen = choose_thresholds(inner)
+    data = [e for decided in inner for e in examples(decided, chosen["claim"])]
+    turn_model, turn_record = choose_turn_model(data)
+    rule = fit_rule(turns, features)
+    role = "judged" if rule.judged is not None else "evidence"
+    model = getattr(rule, role).model_copy(update={"threshold": chosen["claim"]})
+    rule = rule.model_copy(update={role: model, "turn_threshold": None, "turn": turn_model})
+    return DecisionRule.model_validate(rule.model_dump()), {"claim": chosen["claim"],
+                                                            "claim_decisions": chosen["claim_decisions"],
+                                                            "turn_model": turn_record}
+
+
+def choose_turn_model_rule(turns: Sequence[TurnRows], log: Callable[[str], None] = lambda message: None
+                           ) -> tuple[DecisionRule, dict[str, Any]]:
+    """``choose_two_threshold_rule`` with a turn model in place of the turn threshold (``fit_with_turn_model``)."""
+    has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
+    chosen = WITH_JUDGE if has_probabilities else WITHOUT_JUDGE
+    rule, record = fit_with_turn_model(turns, FEATURE_SETS[chosen])
+    log(f"   {chosen}: claim threshold {record['claim']:.2f}; turn model "
+        f"{rule.turn.describe() if rule.turn else 'none'} (chosen by held-out log-likelihood: "
+        f"{record['turn_model'].get('chosen')})")
+    record["features"] = chosen
+    rule = with_cascade(rule, None) if rule.judged is not None else rule.evidence_only()
+    return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
+        "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
+        "source": "decomposed claims, labelled through the human claims they match", "features": chosen,
+        "thresholds": {"claim": record["claim"]}, "turn_model": record["turn_model"].get("chosen")}}), record
+
+
 Recipe = Callable[[Sequence[TurnRows]], DecisionRule]
 
 
@@ -169,6 +208,50 @@ def paired_turns(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision]
     mine, theirs = rights(candidate), rights(base)
     common = [k for k in mine if k in theirs]
     return [mine[k] for k in common], [theirs[k] for k in common]
+
+
+def turn_difference_interval(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision], *,
+                             confidence: float = 0.95, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """The candidate's turn accuracy minus the base's on the turns both decided, with a bootstrap interval that
+    resamples dialogues (a dialogue's turns share its document and store, so they are not independent draws):
+    {"difference", "low", "high", "confidence", "dialogues"}. ``scipy.stats.bootstrap`` (percentile, paired)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    def by_dialogue(decided: Sequence[TurnDecision]) -> dict[tuple, bool]:
+        scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
+        return {(d.turn.dialogue_id, d.turn.turn_index): right for d, right in zip(scored, turn_rights(scored))}
+
+    mine, theirs = by_dialogue(candidate), by_dialogue(base)
+    common = [k for k in mine if k in theirs]
+    dialogues = sorted({k[0] for k in common})
+    gain = np.array([sum(mine[k] - theirs[k] for k in common if k[0] == d) for d in dialogues], dtype=float)
+    turns = np.array([sum(k[0] == d for k in common) for d in dialogues], dtype=float)
+    difference = float(gain.sum() / turns.sum())
+    result = bootstrap((gain, turns), lambda g, n: g.sum() / n.sum(), paired=True, vectorized=False,
+                       n_resamples=resamples, confidence_level=confidence, method="percentile",
+                       rng=np.random.default_rng(seed))
+    return {"difference": round(difference, 4), "low": round(float(result.confidence_interval.low), 4),
+            "high": round(float(result.confidence_interval.high), 4), "confidence": confidence,
+            "dialogues": len(dialogues), "turns": len(common)}
+
+
+def by_claim_count(decided: Sequence[TurnDecision]) -> dict[str, dict[str, int]]:
+    """Turns right, false alarms and misses per number of claims (0-1, 2-3, 4+): where "any claim unsafe" errs as
+    claims are added."""
+    groups: dict[str, dict[str, int]] = {}
+    for d in decided:
+        gold = d.turn.gold_label
+        if gold not in ("hallucinated", "faithful"):
+            continue
+        n = len(d.turn.rows)
+        group = groups.setdefault("0-1" if n <= 1 else "2-3" if n <= 3 else "4+",
+                                  {"turns": 0, "right": 0, "false_alarms": 0, "misses": 0})
+        group["turns"] += 1
+        group["right"] += d.label == gold
+        group["false_alarms"] += d.label != "faithful" and gold == "faithful"
+        group["misses"] += d.label != "hallucinated" and gold == "hallucinated"
+    return dict(sorted(groups.items()))
 
 
 def gate(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision], *, alpha: float = 0.05,
@@ -225,32 +308,66 @@ def cascade_choice(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe
     return chosen, chosen_decisions, record
 
 
+class NotLive(ValueError):
+    """A probe that does not record the program it would compile (no program hash, or another program's)."""
+
+
+def probe_program(meta: dict[str, Any], has_coverage: bool, name: str):
+    """The program a probe recorded, rebuilt: the seed's demos and instructions with the probe's judging options
+    (coverage), checked against the probe's program hash. A probe without a hash, or of another program (e.g. a
+    replay of the seed's claims judged again), is refused: a rule is fitted only on the program as it ran."""
+    from ..program import Vista
+
+    program = Vista.from_program(None, coverage=has_coverage)
+    program.program_name = name
+    recorded = meta.get("program_sha256")
+    if recorded is None:
+        raise NotLive("the probe names no program hash: it is not a recording of a program as it runs "
+                      "(benchmarks/record_probe.py records one from a `vista evaluate` run)")
+    if recorded != program.content_hash():
+        raise NotLive(f"the probe recorded program {recorded[:12]}, not the program it would compile "
+                      f"({program.content_hash()[:12]}: the seed{' with coverage' if has_coverage else ''}): "
+                      "record a probe of that program")
+    return program
+
+
+RECIPES = ("turn-model", "two-threshold")
+DEFAULT_RECIPE = "turn-model"
+
+
 def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str = "local", alpha: float = 0.05,
-                       log: Callable[[str], None] = lambda message: None) -> CompileResult:
-    """The ``rule`` optimizer on a recorded probe, with no LM: the two-threshold rule (``choose_two_threshold_rule``)
-    scored two-fold over the probe's halves against the base's own labels (``base_probe``'s, else the probe's:
-    the seed program), gated (``gate``), the cascade tried (``cascade_choice``), then fitted on every turn. The
-    program is the seed's demos and instructions, the probe's judging options (coverage) and the rule."""
+                       recipe_name: str = DEFAULT_RECIPE, log: Callable[[str], None] = lambda message: None
+                       ) -> CompileResult:
+    """The ``rule`` optimizer on a recorded live probe, with no LM: the rule (``turn-model``: a claim threshold and
+    a turn model, ``choose_turn_model_rule``; ``two-threshold``: the earlier claim and turn thresholds) scored
+    two-fold over the probe's halves against the base's own labels (``base_probe``'s, else the probe's: the seed
+    program), gated (``gate``), the cascade tried (``cascade_choice``), then fitted on every turn. The program is
+    the probe's own (``probe_program``: its hash must match) with the rule."""
     import time
 
     import dspy
 
-    from ..program import Vista
     from .compile import CompileResult
     from .gate import ProgramMeta
     from .probe_records import read_probe
 
+    if recipe_name not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe_name!r}; choose one of {', '.join(RECIPES)}")
     started = time.perf_counter()
     turns, half_of, meta = read_probe(probe)
     has_coverage = any(r.cues.get("coverage", 0.0) == 1.0 for t in turns for r in t.rows)
     if has_coverage and base_probe is None:
         raise ValueError(f"{probe} holds claims added by coverage: give the seed's probe as the base "
                          "(--base-probe), so that the gate compares with the seed's own labels")
+    program = probe_program(meta, has_coverage, name)
     base_turns, _, base_meta = read_probe(base_probe) if base_probe else (turns, half_of, meta)
+    if base_probe is not None and base_meta.get("program_sha256") is None:
+        raise NotLive(f"{base_probe} names no program hash: the gate's base must be the seed as it runs")
     base = seed_decisions(base_turns)
+    choose = choose_turn_model_rule if recipe_name == "turn-model" else choose_two_threshold_rule
 
     def recipe(part: Sequence[TurnRows]) -> DecisionRule:
-        return choose_two_threshold_rule(part)[0]
+        return choose(part)[0]
 
     log(f"two-fold over {len(turns)} turns ({len(set(half_of.values()))} halves of {len(half_of)} dialogues)")
     decided, rules = two_fold(turns, half_of, recipe)
@@ -264,24 +381,34 @@ def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str
         verdict = gate(cascaded, base, alpha=alpha)
         for line in verdict.describe():
             log(f"  with the cascade: {line}")
-    rule, record = choose_two_threshold_rule(turns, log=log)
+    shipped = cascaded if band is not None else decided
+    interval = turn_difference_interval(shipped, base)
+    log(f"  turns: {interval['difference']:+.3f} against the base ({interval['confidence']:.0%} bootstrap interval "
+        f"over {interval['dialogues']} dialogues: {interval['low']:+.3f} to {interval['high']:+.3f})")
+    rule, record = choose(turns, log=log)
     if band is not None:
         rule = with_cascade(rule, band)
-    program = Vista.from_program(None, coverage=has_coverage)
     program.rule = rule
-    program.program_name = name
+    probe_fields = ("command", "commit", "date", "program", "program_sha256", "data", "counts", "seconds", "usage")
     program_meta = ProgramMeta(
         program=name, model=meta.get("model"), model_name=name, optimizer="rule",
         settings={"probe": str(probe), "base_probe": str(base_probe) if base_probe else None, "alpha": alpha,
-                  "turn_margin": verdict.turn_margin, "features": record["features"], "split":
-                  "two-fold over the probe's halves (vista_dspy.data.part_of 'train' / 'dev'): each turn decided "
-                  "by the rule chosen on the other half; thresholds chosen on 5 cross-fittings within a half"},
-        train={"probe": {k: meta.get(k) for k in ("command", "commit", "date", "program_sha256", "data", "counts",
-                                                  "seconds")}},
-        dev={"base_probe": {k: base_meta.get(k) for k in ("command", "commit", "date", "program_sha256", "data",
-                                                          "counts", "seconds")}},
-        scores={"base": summary(base), "compiled": summary(cascaded if band is not None else decided),
-                "compiled_without_cascade": summary(decided),
+                  "recipe": recipe_name, "turn_margin": verdict.turn_margin, "features": record["features"],
+                  "split": "two-fold over the probe's halves (vista_dspy.data.part_of 'train' / 'dev'): each turn "
+                           "decided by the rule chosen on the other half; its claim threshold chosen on 5 "
+                           "cross-fittings within that half"
+                           + (", its turn model by held-out log-likelihood there (threshold 0.5)"
+                              if recipe_name == "turn-model" else ", its turn threshold for turn accuracy there"),
+                  "tuned_on_the_reported_turns": (
+                      "no parameter of the rule; one design choice was made with two-fold numbers of the earlier "
+                      "(replayed) dev probes in view: the turn model decides only turns with no unsafe claim "
+                      "(against deciding every turn: 0.593 vs 0.602 there, one turn apart), kept for VISTA's "
+                      "aggregation (an unsafe claim makes its turn hallucinated)")},
+        train={"probe": {k: meta.get(k) for k in probe_fields}},
+        dev={"base_probe": {k: base_meta.get(k) for k in probe_fields}},
+        scores={"base": {**summary(base), "by_claim_count": by_claim_count(base)},
+                "compiled": {**summary(shipped), "by_claim_count": by_claim_count(shipped)},
+                "compiled_without_cascade": summary(decided), "turn_difference": interval,
                 "rules_per_half": {h: r.model_dump(mode="json") for h, r in rules.items()}},
         gate={**verdict.as_dict(), "without_cascade": without_cascade.as_dict() if band is not None else None},
         choice={**record, "cascade": cascade_record}, options=program.options.saved(),

@@ -1,0 +1,144 @@
+"""Turn decisions that know how many claims a turn has (``decision.TurnModel``), labels that mean what they say (a
+rule never makes VERIFIED a claim the judge found CONTRADICTED), and the numbers the gate reports beside its tests
+(the bootstrap interval of the turn difference, turns per claim count)."""
+
+import dspy
+import pytest
+from fakes import FakeOpenAIServer, RuleEngine, rule_lm
+from helpers import assistant, dialogue, user
+
+from vista_dspy import Category, DecisionRule, Vista
+from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnModel, decide, turn_call
+from vista_dspy.lm.clients.adapters import JSONAdapter
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.optimize.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
+from vista_dspy.optimize.rule_gate import by_claim_count, turn_difference_interval
+from vista_dspy.optimize.turn_fitting import TurnExample, choose_turn_model
+
+DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
+# One turn model for the tests: P(hallucinated) = sigmoid(logit(max P(unsafe)) - 2 log(number of claims)).
+COUNTING = TurnModel(features=("max_logit", "log_count"), coef=(1.0, -2.0), intercept=0.0)
+
+
+def _evidence(slope: float = 0.0, threshold: float = 0.5) -> LinearModel:
+    """An evidence model whose P(unsafe) grows with the share of content words no source holds."""
+    coef = [[0.0] * len(CUES) for _ in range(4)]
+    coef[3][CUES.index("uncovered_all")] = slope
+    return LinearModel(features=CUES, coef=tuple(map(tuple, coef)), intercept=(0.0,) * 4, threshold=threshold)
+
+
+def test_the_same_doubt_flags_a_one_claim_turn_but_not_a_six_claim_one():
+    one = turn_call(COUNTING, [0.6], ["VERIFIED"])
+    six = turn_call(COUNTING, [0.6, 0.1, 0.1, 0.1, 0.1, 0.1], ["VERIFIED"] * 6)
+    assert one.hallucinated and one.p_hallucinated == pytest.approx(0.6)
+    assert not six.hallucinated and six.p_hallucinated == pytest.approx(0.6 / 0.4 / 36 / (1 + 0.6 / 0.4 / 36))
+
+
+def test_the_claims_that_decided_a_turn_are_the_fewest_most_doubtful_ones():
+    lenient = TurnModel(features=("noisy_or_logit",), coef=(1.0,), intercept=0.0)
+    # noisy-OR of 0.4, 0.3, 0.2 is 0.664; without any of them it is lower: all three decided it, most doubtful first
+    call = turn_call(lenient, [0.2, 0.4, None, 0.3], ["VERIFIED", "VERIFIED", "ERROR", "OUT-OF-SCOPE"])
+    assert call.hallucinated and call.deciding == (1, 3, 0)
+    # under a model that weighs the count against the turn, a mildly doubtful claim speaks for the turn: only the
+    # most doubtful one decided it (sigmoid(logit 0.9 - 2 log 2) = 0.69; without the 0.1 claim it would be 0.9)
+    call = turn_call(COUNTING, [0.9, 0.1], ["VERIFIED", "VERIFIED"])
+    assert call.hallucinated and call.deciding == (0,)
+    assert turn_call(lenient, [0.1, None], ["VERIFIED", "ERROR"]).hallucinated is False
+    assert turn_call(lenient, [None], ["ERROR"]) is None  # nothing decided with a probability
+    assert turn_call(None, [0.9], ["VERIFIED"]) is None
+
+
+def test_a_rule_with_a_turn_model_is_written_with_it_and_one_without_as_before():
+    rule = DecisionRule(evidence=_evidence(), turn=COUNTING)
+    assert DecisionRule.model_validate(rule.model_dump()) == rule
+    assert "turn" not in DecisionRule(evidence=_evidence()).model_dump()
+    with pytest.raises(ValueError, match="not both"):
+        DecisionRule(evidence=_evidence(), turn=COUNTING, turn_threshold=0.3)
+    with pytest.raises(ValueError, match="unknown turn features"):
+        TurnModel(features=("median",), coef=(1.0,), intercept=0.0)
+
+
+def test_the_rule_never_makes_verified_a_claim_the_judge_found_contradicted():
+    # A judged model that is sure every claim Verify half-believes is VERIFIED (P(unsafe) tiny).
+    coef = [[0.0] * len(FEATURES) for _ in range(4)]
+    coef[0][FEATURES.index("verify_logit")] = 40.0
+    judged = LinearModel(features=FEATURES, coef=tuple(map(tuple, coef)), intercept=(5.0, 1.0, 0.0, -5.0))
+    rule = DecisionRule(judged=judged, evidence=_evidence())
+    cues = dict.fromkeys(CUES, 0.0)
+    verify = {"VERIFIED": 0.4, "UNVERIFIABLE": 0.6}
+    categorize = {"CONTRADICTED": 0.7, "LACKING EVIDENCE": 0.1, "OUT-OF-SCOPE": 0.1, "ABSTENTION": 0.1}
+    overruled = decide(rule, cues, verify, categorize, "CONTRADICTED")
+    assert overruled.category == Category.OUT_OF_SCOPE and overruled.p_unsafe < 0.01
+    # the same answers with the judge's LACKING EVIDENCE: the rule may call the claim supported
+    assert decide(rule, cues, verify, categorize, "LACKING EVIDENCE").category == Category.VERIFIED
+
+
+def test_the_deployed_judge_keeps_a_claim_the_judge_contradicted_off_verified():
+    # The fake Verify gives "<<PV=40>>" claims P(VERIFIED) 0.4 (UNVERIFIABLE), its Categorize calls a claim with
+    # "not" CONTRADICTED; the rule below overrules every such claim to safe.
+    coef = [[0.0] * len(FEATURES) for _ in range(4)]
+    coef[0][FEATURES.index("verify_logit")] = 40.0
+    judged = LinearModel(features=FEATURES, coef=tuple(map(tuple, coef)), intercept=(5.0, 1.0, 0.0, -5.0))
+    program = Vista.from_program()
+    program.rule = DecisionRule(judged=judged, evidence=_evidence())
+    turn = "Lisbon is not the capital of Portugal <<PV=40>>."
+    with FakeOpenAIServer(logprobs=True) as server:
+        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            verdict = program(dialogue(user("Tell me about Lisbon."), assistant(turn, DOC))).turns[0]
+    claim = verdict.claims[0]
+    assert claim.raw_label == "CONTRADICTED" and claim.category == Category.OUT_OF_SCOPE
+
+
+def test_the_deployed_judge_and_the_replay_label_a_turn_by_its_turn_model_and_keep_the_claims_labels():
+    # Claims decided by evidence alone (P(unsafe) from the share of uncovered words), none unsafe at 0.99; the turn
+    # model flags a one-claim turn from P 0.5 on.
+    rule = DecisionRule(evidence=_evidence(slope=4.0, threshold=0.99), turn=COUNTING).evidence_only()
+    program = Vista.from_program()
+    program.rule = rule
+    turn = "Lisbon has a famous blue tram."
+    with dspy.context(lm=rule_lm(RuleEngine()), adapter=JSONAdapter()):
+        verdict = program(dialogue(user("Tell me about Lisbon."), assistant(turn, DOC))).turns[0]
+    assert [c.category for c in verdict.claims] == [Category.VERIFIED]
+    assert verdict.label == "hallucinated"
+    assert "turn model" in verdict.explanation and "claim 1 (P(unsafe)" in verdict.explanation
+    rows = [ClaimRow(c.claim, c.cues, None, None, "VERIFIED", None) for c in verdict.claims]
+    replayed = replay([TurnRows("d", 1, "hallucinated", rows)], rule, judge=False)[0]
+    assert replayed.categories == ["VERIFIED"] and replayed.label == "hallucinated"
+
+
+def test_the_turn_model_is_chosen_by_held_out_likelihood_and_sees_the_count_when_the_count_matters():
+    # Turns of one claim with P(unsafe) 0.3 are hallucinated 3 times in 4; turns of six claims whose largest
+    # P(unsafe) is 0.3 are faithful 3 times in 4: only a model that knows the count tells them apart.
+    data = []
+    for i in range(40):
+        data.append(TurnExample((0.3,), i % 4 != 0))
+        data.append(TurnExample((0.3, 0.05, 0.05, 0.05, 0.05, 0.05), i % 4 == 0))
+    model, record = choose_turn_model(data)
+    assert "log_count" in model.features and record["chosen"] == " + ".join(model.features)
+    assert model.probability([0.3]) > 0.5 > model.probability([0.3, 0.05, 0.05, 0.05, 0.05, 0.05])
+    assert choose_turn_model([TurnExample((0.2,), False)] * 5)[0] is None  # one label: nothing to fit
+
+
+def _decided(label: str, gold: str, dialogue_id: str, claims: int = 1) -> TurnDecision:
+    rows = [ClaimRow(f"c{i}", {}, None, None, "VERIFIED", None) for i in range(claims)]
+    turn = TurnRows(dialogue_id, 1, gold, rows)
+    return TurnDecision(turn, ["VERIFIED"] * claims, [None] * claims, [False] * claims, label)
+
+
+def test_the_turn_difference_and_its_interval_resample_dialogues():
+    # 20 dialogues of one turn: the candidate right on all, the base wrong on 5: +25 points, never below 0
+    candidate = [_decided("faithful", "faithful", f"d{i}") for i in range(20)]
+    base = [_decided("hallucinated" if i < 5 else "faithful", "faithful", f"d{i}") for i in range(20)]
+    interval = turn_difference_interval(candidate, base, resamples=2000)
+    assert interval["difference"] == 0.25 and interval["dialogues"] == 20 and interval["turns"] == 20
+    assert 0.0 < interval["low"] < 0.25 < interval["high"] <= 0.5
+
+
+def test_turns_are_counted_per_claim_count_group():
+    decided = [_decided("hallucinated", "faithful", "a", 1), _decided("faithful", "faithful", "b", 3),
+               _decided("faithful", "hallucinated", "c", 5), _decided("hallucinated", "hallucinated", "d", 4)]
+    assert by_claim_count(decided) == {
+        "0-1": {"turns": 1, "right": 0, "false_alarms": 1, "misses": 0},
+        "2-3": {"turns": 1, "right": 1, "false_alarms": 0, "misses": 0},
+        "4+": {"turns": 2, "right": 1, "false_alarms": 0, "misses": 1}}
