@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
+from compiled_table import DEFAULT_DATA
 
 from vista_dspy.data import PARTS, load_dialogues, part_of
 from vista_dspy.optimize.calibration import OBJECTIVES, cross_fitted, decisions, fit
@@ -48,7 +48,7 @@ def main() -> int:
     args = parser.parse_args()
 
     dialogues = load_dialogues(args.data)
-    verdicts = {v.dialogue_id: v for v in read_verdicts(args.run / VERDICTS)}  # noqa
+    verdicts = {v.dialogue_id: v for v in read_verdicts(args.run / VERDICTS)}
     parts = {}
     for name in (args.fit, args.score):
         chosen = [d for d in part_of(dialogues, name) if d.id in verdicts and d.judged_turns]

@@ -17,14 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA, probe_dir  # noqa: E402 (this folder)
-
 import dspy
+from decision_probe import DEFAULT_DATA, probe_dir
 
 from vista_dspy import Vista
-from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.data import load_dialogues
 from vista_dspy.grounding import uncovered_sentences
+from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED
 from vista_dspy.run.runner import VERDICTS, read_verdicts

@@ -58,7 +58,7 @@ def main() -> int:
                 nonlocal done
                 done += 1
                 print(f"[{args.model} {name}] {done} dialogues ({verdict.dialogue_id}) "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                      f"{time.perf_counter() - started:.0f} s", flush=True)  # noqa: B023 (called within this pass)
 
             result = evaluate(dialogues, judge, Threads(config.build(), config.build_adapter()),
                               out_dir=probe_dir(args.model, name), on_done=progress)

@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA, probe_dir  # noqa: E402 (this folder)
+from decision_probe import DEFAULT_DATA, probe_dir
 
 from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.evidence import CUES

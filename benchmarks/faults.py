@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import FakeOpenAIServer  # noqa: E402
+
 from vista_dspy.run.outdir import DAMAGED, VERDICTS  # noqa: E402
 
 ROWS: list[dict] = []
@@ -242,7 +243,7 @@ def signals(data: Path, work: Path) -> None:
         with FakeOpenAIServer(latency=0.05) as server:
             process = subprocess.Popen(vista(data, out, server.url, limit=12), stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
-            wait_for(lambda: len(lines(out)) >= 3)
+            wait_for(lambda: len(lines(out)) >= 3)  # noqa: B023 (called within this iteration)
             process.send_signal(number)
             process.wait()
             whole = (out / VERDICTS).read_bytes() == b"".join(lines(out))

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA  # noqa: E402 (this folder)
+from decision_probe import DEFAULT_DATA
 
 from vista_dspy import Vista
 from vista_dspy.compiled.files import compiled_dir, read_program, write_program

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
+from compiled_table import DEFAULT_DATA
 
 from vista_dspy import Vista
 from vista_dspy.data import PARTS, load_dialogues, part_of

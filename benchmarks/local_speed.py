@@ -30,7 +30,7 @@ from datetime import date
 from pathlib import Path
 
 import dspy
-from local_model import DEFAULT_DATA, first_judged_turns  # noqa: E402 (this folder)
+from local_model import DEFAULT_DATA, first_judged_turns
 
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues

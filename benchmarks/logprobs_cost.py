@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from compiled_table import DEFAULT_DATA  # noqa: E402 (this folder)
+from compiled_table import DEFAULT_DATA
 
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues

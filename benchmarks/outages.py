@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import FakeOpenAIServer  # noqa: E402
+
 from vista_dspy import Category  # noqa: E402
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.lm.models import ModelConfig  # noqa: E402

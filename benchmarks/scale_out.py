@@ -23,13 +23,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import dspy  # noqa: E402
-from throughput import DEV, fake_server  # noqa: E402
+import dspy
+from throughput import DEV, fake_server
 
-from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.lm.models import ModelConfig  # noqa: E402
-from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.run.runner import Threads, evaluate  # noqa: E402
+from vista_dspy.data import load_dialogues
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.program import Vista
+from vista_dspy.run.runner import Threads, evaluate
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 python tests/fakes.py > "$work/url" & server=$!
-for _ in $(seq 50); do [ -s "$work/url" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$work/url" ] && break; sleep 0.1; done  # up to 30 s on a loaded machine
 url=$(cat "$work/url")
 run() {  # NAME, then vista evaluate options
     local name=$1; shift

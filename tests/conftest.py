@@ -5,9 +5,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import dspy  # noqa: E402
-import pytest  # noqa: E402
-
+import dspy
+import pytest
 
 
 def _shared_data() -> Path:

@@ -2,9 +2,9 @@ import asyncio
 
 import dspy
 import pytest
-
 from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
+
 from vista_dspy import Category
 from vista_dspy.baselines import SYSTEMS, FActScore, LLMJudge, split_sentences
 

@@ -11,8 +11,18 @@ from conftest import SHARED_DATA
 
 from vista_dspy.data import InputError
 from vista_dspy.data.benchmarks import (
-    BENCHMARKS, audit_label, last_report, load_ais, load_begin, load_benchmark, load_coconot,
-    load_faithdial_audit, load_fade, load_rgm_contradictions, sample, split,
+    BENCHMARKS,
+    audit_label,
+    last_report,
+    load_ais,
+    load_begin,
+    load_benchmark,
+    load_coconot,
+    load_fade,
+    load_faithdial_audit,
+    load_rgm_contradictions,
+    sample,
+    split,
 )
 from vista_dspy.data.registry import LOADERS
 

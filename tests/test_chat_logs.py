@@ -4,9 +4,9 @@ the same dialogues as VISTA's format, judged end to end on the fake server with 
 import json
 
 import pytest
+from fakes import FakeOpenAIServer
 from typer.testing import CliRunner
 
-from fakes import FakeOpenAIServer
 from vista_dspy.cli import app
 from vista_dspy.data import InputError, load_dialogues
 from vista_dspy.run.runner import VERDICTS, read_verdicts

@@ -6,8 +6,8 @@ import re
 
 import dspy
 import pytest
-
 from fakes import RuleEngine, rule_lm
+
 from vista_dspy.compiled import files as compiled_module
 from vista_dspy.data import load_dialogues
 from vista_dspy.lm.models import MODELS, program_for_model, program_name_for
@@ -187,9 +187,9 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
 
 
 def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
+    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
-    from fakes import FakeOpenAIServer
     from vista_dspy.cli import app
 
     runner = CliRunner()
@@ -288,9 +288,9 @@ def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
 
 def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_module):
     """No candidate is scored on an outage's ERROR verdicts: the command stops, exits 1, and writes no program."""
+    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
-    from fakes import FakeOpenAIServer
     from vista_dspy.cli import app
 
     common = ["--model", "hosted_vllm/fake", "--data-dir", str(dev_file_module.parent.parent), "--n-train", "6",
@@ -308,9 +308,9 @@ def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_mod
 def test_compile_all_configured_compiles_every_reachable_paper_model(tmp_path, dev_file_module, monkeypatch):
     """Two fake endpoints stand in for two open-weights models of the paper; the six others are skipped, each with a
     line saying what it lacks, and nothing is written for them."""
+    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
-    from fakes import FakeOpenAIServer
     from vista_dspy.cli import app
     from vista_dspy.lm.models import MODELS
 

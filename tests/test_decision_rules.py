@@ -7,10 +7,10 @@ import random
 
 import dspy
 import pytest
-from typer.testing import CliRunner
-
 from fakes import FakeOpenAIServer
 from helpers import assistant, dialogue, user
+from typer.testing import CliRunner
+
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.cli import app
 from vista_dspy.compiled.files import compiled_dir

@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 from fakes import FakeOpenAIServer
+
 from vista_dspy import Category
 from vista_dspy.data import load_dialogues
 from vista_dspy.lm.models import ModelConfig

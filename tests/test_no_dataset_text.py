@@ -14,7 +14,6 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-
 from conftest import DEV_FILE
 
 REPO = Path(__file__).resolve().parents[1]

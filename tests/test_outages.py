@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from fakes import FakeOpenAIServer
+
 from vista_dspy import Category
 from vista_dspy.data import load_dialogues
 from vista_dspy.lm.models import ModelConfig

@@ -2,9 +2,9 @@ import asyncio
 
 import dspy
 import pytest
-
 from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
+
 from vista_dspy import Category, GoldClaim, TurnGold, Vista
 from vista_dspy.prompts import HISTORY_OMITTED, clean_claims
 from vista_dspy.signatures import EMPTY_KNOWLEDGE, NO_REFERENCE

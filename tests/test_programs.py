@@ -6,10 +6,10 @@ import json
 
 import dspy
 import pytest
-from typer.testing import CliRunner
-
 from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
+from typer.testing import CliRunner
+
 from vista_dspy import DecisionRule, JudgeOptions, Vista
 from vista_dspy.cli import app
 from vista_dspy.compiled.files import read_program
@@ -202,7 +202,7 @@ def test_a_ray_worker_judges_with_the_in_memory_program_it_was_given(tmp_path, d
     program.program_name = "trial-7"
     try:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pytest.skip(f"Ray cannot start here: {exc}")
     try:
         with FakeOpenAIServer() as server:
@@ -223,7 +223,7 @@ def test_a_ray_worker_judges_with_the_in_memory_program_it_was_given(tmp_path, d
 def test_a_backend_takes_only_what_applies_to_it(dev_file):
     dialogues = load_dialogues(dev_file)[:3]
     with pytest.raises(TypeError):
-        Threads(rule_lm(), concurrency=4)  # noqa: the threaded backend has no request bound
+        Threads(rule_lm(), concurrency=4)  # the threaded backend has no request bound
     threaded = evaluate(dialogues, Vista.from_program(None), Threads(rule_lm(), threads=2))
     concurrent = evaluate(dialogues, Vista.from_program(None), Concurrent(rule_lm(), requests=4))
     assert [v.model_dump(exclude={"usage"}) for v in threaded.verdicts] == \

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-
 from fakes import FakeOpenAIServer
+
 from vista_dspy.data import load_dialogues
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
@@ -24,7 +24,7 @@ def local_ray():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as exc:  # noqa: BLE001 - e.g. no shared memory in a sandbox
+    except Exception as exc:
         pytest.skip(f"Ray cannot start here: {exc}")
     yield
     ray.shutdown()

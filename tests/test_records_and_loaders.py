@@ -1,15 +1,25 @@
 import json
 
 import pytest
+from helpers import assistant, dialogue, user
 from pydantic import ValidationError
 
-from helpers import assistant, dialogue, user
 from vista_dspy import scoring
 from vista_dspy.data import InputError, load_dialogues
 from vista_dspy.data.vista import normalize_speakers
 from vista_dspy.schema import (
-    Category, ClaimVerdict, ContradictionVerdict, Dialogue, DialogueVerdict, GoldClaim, Grounding, Turn, TurnGold,
-    TurnVerdict, Usage, UsageCounts,
+    Category,
+    ClaimVerdict,
+    ContradictionVerdict,
+    Dialogue,
+    DialogueVerdict,
+    GoldClaim,
+    Grounding,
+    Turn,
+    TurnGold,
+    TurnVerdict,
+    Usage,
+    UsageCounts,
 )
 
 

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from typer.testing import CliRunner
 
-from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy import Vista
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues

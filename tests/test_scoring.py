@@ -3,8 +3,9 @@ import pytest
 from vista_dspy import scoring
 from vista_dspy.schema import Category, ClaimVerdict, DialogueVerdict, TurnVerdict, UsageCounts
 
-V, O, A, C, L, E = (Category.VERIFIED, Category.OUT_OF_SCOPE, Category.ABSTENTION, Category.CONTRADICTED,
-                    Category.LACKING_EVIDENCE, Category.ERROR)
+V, O, A, C, L, E = (  # noqa: E741 (one letter per category)
+    Category.VERIFIED, Category.OUT_OF_SCOPE, Category.ABSTENTION, Category.CONTRADICTED, Category.LACKING_EVIDENCE,
+    Category.ERROR)
 
 
 @pytest.mark.parametrize(

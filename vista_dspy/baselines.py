@@ -22,7 +22,6 @@ from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
 from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
-
 FACT_DEMOS = [
     {"text": "Kilimanjaro, a dormant volcano in Tanzania, is Africa's highest mountain.",
      "facts": ["Kilimanjaro is a dormant volcano.", "Kilimanjaro is in Tanzania.",

@@ -6,7 +6,7 @@ inference server can reuse the cached prompt prefix across the claims of one tur
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, Literal, get_args
 
 import dspy
@@ -55,7 +55,7 @@ class ClaimList(list):
         return json_schema
 
 
-@lru_cache(maxsize=None)
+@cache
 def _bounded_claim_list(claims: int, chars: int) -> type[ClaimList]:
     # The same name as ClaimList: the prompt names the type.
     return type("ClaimList", (ClaimList,), {"answer_bound": (claims, chars), "__qualname__": "ClaimList"})

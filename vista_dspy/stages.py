@@ -92,7 +92,7 @@ class CallFailures:
 
 
 FAILURES: contextvars.ContextVar[CallFailures] = contextvars.ContextVar(
-    "vista_call_failures", default=CallFailures(stop_after=None))
+    "vista_call_failures", default=CallFailures(stop_after=None))  # noqa: B039 (outside a run: nothing counts)
 
 
 @dataclass
@@ -306,7 +306,7 @@ class StagedModule(dspy.Module):
             for kwargs in attempts:
                 try:
                     attempts.succeeded(call.predictor(**kwargs))
-                except Exception as exc:  # noqa: BLE001 — it becomes an explicit ERROR verdict, unless fatal
+                except Exception as exc:
                     attempts.failed(exc)
         return attempts.result(tracker)
 
@@ -318,7 +318,7 @@ class StagedModule(dspy.Module):
                 try:
                     async with guard(call.predictor.lm or dspy.settings.lm):
                         attempts.succeeded(await call.predictor.acall(**kwargs))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     attempts.failed(exc)
         return attempts.result(tracker)
 

@@ -32,13 +32,13 @@ from .common import (
     WorkersOption,
     err,
     fail,
+    judge_backend,
     model_setup,
     progress_bar,
-    without_call_history,
-    judge_backend,
     run_errors,
-    with_program_adapter,
     slug,
+    with_program_adapter,
+    without_call_history,
 )
 
 

@@ -18,7 +18,6 @@ from ..options import CLAIM_CALLS, DECOMPOSE_CALLS
 
 if TYPE_CHECKING:
     from ..lm.models import ModelConfig
-    from ..run.distributed import RayBackend
 
 err = Console(stderr=True)
 

@@ -26,7 +26,6 @@ from .common import (
     BackendOption,
     CacheOption,
     ClaimCallsOption,
-    DecomposeCalls,
     DecomposeCallsOption,
     GgufOption,
     MaxTokensOption,

@@ -40,7 +40,7 @@ def _coconot_from_hub(n: int | None, seed: int) -> list[Dialogue]:
     for config, column, expected in (("original", "response", "abstention"), ("pref", "chosen", "compliant")):
         try:
             parts.append((config, column, expected, datasets.load_dataset(COCONOT_HUB, config, split="train")))
-        except Exception as exc:  # noqa: BLE001 - offline and hub errors alike
+        except Exception as exc:
             raise InputError(COCONOT_HUB, f"cannot load config {config!r} from the Hugging Face hub "
                                           f"({type(exc).__name__}: {str(exc)[:200]}); offline, pass the coconot/ "
                                           "directory of the GitHub release instead") from None

@@ -33,7 +33,7 @@ def _faithdial_records(path: Path, split: str) -> tuple[str, list[tuple[str, dic
 
     try:
         rows = datasets.load_dataset(FAITHDIAL_HUB, split=split)
-    except Exception as exc:  # noqa: BLE001 - offline, hub errors and script-loading refusals all end here
+    except Exception as exc:
         raise InputError(FAITHDIAL_HUB, f"cannot load {split!r} from the Hugging Face hub ({type(exc).__name__}: "
                                         f"{str(exc)[:200]}); offline, download data/{split}.json from "
                                         f"https://huggingface.co/datasets/{FAITHDIAL_HUB} and pass its path") from None

@@ -191,7 +191,7 @@ def resolve_gguf(explicit: str | Path | None = None, *, allow_download: bool | N
             from huggingface_hub import hf_hub_download
 
             return Path(hf_hub_download(spec.hub_repo, spec.hub_file, local_dir=str(models_dir())))
-        except Exception as exc:  # noqa: BLE001 — any hub failure is reported with the rest
+        except Exception as exc:
             tried.append(f"download {spec.hub_repo}/{spec.hub_file}: {type(exc).__name__}: {str(exc)[:200]}")
     else:
         tried.append("download: skipped (HF_HUB_OFFLINE is set)")

@@ -61,7 +61,7 @@ def choose_on_claims(base: Vista, train: Sequence[Dialogue], budgets: dict[str, 
 
     log(f"2/5 the claims of each fold judged with demos from the other folds' claims (pool {pool.sizes()})")
     fold_verdicts: list[DialogueVerdict] = []
-    for f, fold in enumerate(split):
+    for fold in split:
         program = with_pool_demos(per_claim, pool.without({d.id for d in fold}), budgets, seed, JUDGED_STAGES)
         fold_verdicts += probe(program, fold, threads=threads, on_dialogue=_progress(log, len(fold), meter))[0]
     probes["pool"] = _aligned(fold_verdicts, train)

@@ -25,7 +25,6 @@ from typing import Any
 import dspy
 
 from ..program import Vista
-from ..scoring import safe_and_judged
 from ..schema import (
     Category,
     ClaimVerdict,
@@ -37,6 +36,7 @@ from ..schema import (
     Usage,
     number_passages,
 )
+from ..scoring import safe_and_judged
 from ..stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)

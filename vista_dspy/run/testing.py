@@ -17,7 +17,6 @@ from ..schema import UNSAFE_CATEGORIES, Category, Dialogue, DialogueVerdict
 from ..scoring import summarize
 from .judge_metric import VistaMetric, claim_line
 
-
 # What a run could not judge, by kind: each is a failure of its own (a turn's ERROR claims and the turn are not both
 # counted: a turn counts only when it has no claim to fail).
 NOT_JUDGED = {"claims": "ERROR claims", "turns_failed": "turns without claims (failed or empty decomposition)",
