@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dspy  # noqa: E402
-from throughput import DEV, fake_server  # noqa: E402
+from throughput import DEV, fake_server  # noqa: E402  (benchmarks/, the script's own folder)
 
 from vista_dspy.data import load_dialogues  # noqa: E402
 from vista_dspy.lm.models import ModelConfig  # noqa: E402

@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fakes import FakeOpenAIServer
 from vista_dspy.cli import app
 from vista_dspy.data import InputError, load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Grounding
 

@@ -9,7 +9,6 @@ import dspy
 import pytest
 from typer.testing import CliRunner
 
-from fakes import FakeOpenAIServer
 from helpers import assistant, dialogue, user
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.cli import app
@@ -17,6 +16,7 @@ from vista_dspy.compiled.files import compiled_dir
 from vista_dspy.data import load_dialogues
 from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CUES, TurnEvidence
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.rule_fitting import ClaimRow, TurnRows, cross_fitted, fit_model, fit_rule, replay, turn_scores
 

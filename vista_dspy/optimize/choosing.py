@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..metrics import match_claims
+from .metrics import match_claims
 from ..program import Vista
 from ..schema import Dialogue, DialogueVerdict
 from .calibration import CATEGORIES, ClaimProbe
