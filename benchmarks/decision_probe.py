@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 from vista_dspy import Vista
-from vista_dspy.data import load_dialogues
+from vista_dspy.data import data_dir, load_dialogues
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED
 from vista_dspy.run.runner import Threads, evaluate
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 # Both passes ask Categorize only about the claims Verify did not verify, as the seed and a program with a rule ask
 # it (the first five dialogues of the 1.5B's decomposed pass were asked about every claim, categorize_all).
 PASSES = {"decomposed": {}, "human": {"given_claims": True}, "coverage": {"coverage": True}}

@@ -1,5 +1,5 @@
 """Faults beyond outages (benchmarks/outages.py), each tried as a user would: the `vista evaluate` command, run in
-its own process against the fake OpenAI server (tests/fakes.py; no real model is started), one output folder per
+its own process against the fake OpenAI server (``vista_dspy.lm.fake``; no real model is started), one output folder per
 fault. For each: what was done, what the commands returned, and the dialogues expected / present (in
 verdicts.jsonl) / duplicated (lines beyond one per dialogue) / lost, and the processes left behind (any process whose
 command line names the fault's folder).
@@ -8,7 +8,8 @@ Faults: two commands on one --out; its holder killed (kill -9); a damaged middle
 (RLIMIT_FSIZE) and a full disk (a small tmpfs, root only) while verdicts are appended; a full disk while the file
 is compacted; a read-only folder (root only); SIGTERM and Ctrl-C while judging, SIGTERM while repairing and while
 compacting; a document longer than the model's context; 32 concurrent clients on one server; an input of 20,000
-dialogues killed half way and resumed.
+dialogues killed half way and resumed. The disk faults are in ``faults_disk.py``, the harness (running the command,
+counting what its folder holds) in ``fault_harness.py``.
 
     python benchmarks/faults.py [--data dev.json] [--scale 20000]
 """
@@ -17,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -32,80 +31,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+# (benchmarks/, the script's own folder)
+from fault_harness import ROWS, first_ids, lines, row, rss_mb, run, vista, wait_for
+from faults_disk import file_size_limit, full_disk, read_only
+
+from vista_dspy.data import data_dir
+from vista_dspy.lm.fake import FakeOpenAIServer
+from vista_dspy.run.outdir import DAMAGED, VERDICTS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fakes import FakeOpenAIServer  # noqa: E402
-
-from vista_dspy.run.outdir import DAMAGED, VERDICTS  # noqa: E402
-
-ROWS: list[dict] = []
+FAKE_SERVER = [sys.executable, "-m", "vista_dspy.lm.fake.server"]  # a fake server in its own process
 
 
-def vista(data: Path, out: Path, url: str, *extra: str, limit: int | None = None) -> list[str]:
-    return [sys.executable, "-m", "vista_dspy.cli", "evaluate", str(data), "--model", "openai/fake", "--api-base", url,
-            "--out", str(out), "--no-cache", *(["--limit", str(limit)] if limit else []), *extra]
-
-
-def run(command: list[str], **popen) -> tuple[int, str, dict]:
-    """(exit code, stderr as one line, the command's peak memory in MB and seconds)."""
-    start = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
-    errors = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, " ".join(errors.split()), {"rss_mb": usage.ru_maxrss / 1024,
-                                                           "seconds": time.monotonic() - start}
-
-
-def lines(out: Path) -> list[bytes]:
-    path = out / VERDICTS
-    return [x for x in path.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")] if path.exists() else []
-
-
-def ids_in(out: Path) -> list[str]:
-    found = []
-    for line in lines(out):
-        with contextlib.suppress(ValueError, KeyError):
-            found.append(json.loads(line)["dialogue_id"])
-    return found
-
-
-def leftovers(out: Path) -> int:
-    count = 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if str(out).encode() in (entry / "cmdline").read_bytes():
-                    count += 1
-    return count
-
-
-def row(fault: str, done: str, returned: str, out: Path, expected: set[str], note: str = "") -> None:
-    time.sleep(0.5)  # a process still stopping is counted as left behind only if it outlives this
-    ids = ids_in(out)
-    present = expected & set(ids)
-    ROWS.append({"fault": fault, "done": done, "returned": returned, "expected": len(expected),
-                 "present": len(present), "duplicated": len(ids) - len(set(ids)), "lost": len(expected - present),
-                 "leftover": leftovers(out), "note": note})
-
-
-def wait_for(predicate, seconds: float = 300, every: float = 0.05) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
-
-
-def first_ids(data: Path, limit: int) -> set[str]:
-    from vista_dspy.data import load_dialogues
-
-    return {d.id for d in load_dialogues(data)[:limit]}
-
-
-# ---- the faults ---------------------------------------------------------------------------------------------
 def two_commands(data: Path, work: Path) -> None:
     out, expected = work / "two", first_ids(data, 6)
     with FakeOpenAIServer(latency=0.3) as server:
@@ -142,98 +79,6 @@ def damaged_line(data: Path, work: Path) -> None:
     said = f"said: set aside 1 line in {DAMAGED}" if "set aside: 1 damaged lines" in errors else errors[:60]
     row("damaged middle line", "line 3 of 6 overwritten with garbage, then the same command", str(code), out, expected,
         f"{said}; {kept}/5 readable lines kept byte for byte")
-
-
-def file_size_limit(data: Path, work: Path) -> None:
-    out, expected = work / "fsize", first_ids(data, 6)
-    limit = 9000  # bytes: two or three verdicts of the dev file
-
-    def small_files():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    with FakeOpenAIServer() as server:
-        code, errors, _ = run(vista(data, out, server.url, limit=6), preexec_fn=small_files)
-        kept, whole = len(lines(out)), (out / VERDICTS).read_bytes() == b"".join(lines(out))
-        again, _, _ = run(vista(data, out, server.url, limit=6))
-    row("file size limit while appending", f"RLIMIT_FSIZE {limit} B, then rerun without it", f"{code}, then {again}",
-        out, expected, f"{kept} verdicts kept, no torn line: {whole}; said: {errors[errors.find('cannot'):][:60]}")
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str, fault: str):
-    """A tmpfs of ``size`` mounted on ``path``, yielding True; without the right to mount, a "not run" row for
-    ``fault`` and False."""
-    path.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True).returncode == 0
-    if not mounted:
-        ROWS.append({"fault": fault, "done": "not run: mounting a tmpfs needs root"})
-    try:
-        yield mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(path)], check=False)
-
-
-def fill(disk: Path, leave: int) -> Path:
-    """A file that leaves ``leave`` bytes free on ``disk``."""
-    stats = os.statvfs(disk)
-    filler = disk / "filler"
-    with filler.open("wb") as handle:
-        handle.write(b"\0" * max(0, stats.f_bavail * stats.f_frsize - leave))
-    return filler
-
-
-def full_disk(data: Path, work: Path) -> None:
-    expected = first_ids(data, 6)
-    with tmpfs(work / "disk", "16k", "full disk while appending") as mounted, FakeOpenAIServer() as server:
-        out = work / "disk" / "out"
-        if not mounted:
-            return
-        code, errors, _ = run(vista(data, out, server.url, limit=6))
-        kept, whole = len(lines(out)), (out / VERDICTS).read_bytes() == b"".join(lines(out))
-        subprocess.run(["mount", "-o", "remount,size=8m", str(work / "disk")], check=True)  # space freed
-        again, _, _ = run(vista(data, out, server.url, limit=6))
-        row("full disk while appending", "a 16 KiB tmpfs as --out's disk, then remounted at 8 MiB",
-            f"{code}, then {again}", out, expected,
-            f"{kept} verdicts kept, no torn line: {whole}; said: {errors[errors.find('cannot'):][:60]}")
-
-    expected = first_ids(data, 20)
-    with tmpfs(work / "disk2", "4m", "full disk while compacting") as mounted:
-        out = work / "disk2" / "out"
-        if not mounted:
-            return
-        with FakeOpenAIServer(faults={"malformed": 0.1}, seed=3) as server:
-            run(vista(data, out, server.url, "--parse-retries", "0", limit=20))
-            port = server.port  # the same address again: a run's settings include its endpoint
-        failed = [x for x in lines(out) if b'"category":"ERROR"' in x or b'"label":"unknown"' in x]
-        total = sum(map(len, lines(out)))
-        leave = int(1.5 * sum(map(len, failed))) + 16384  # room for the repairs' lines, not for a second copy
-        filler = fill(work / "disk2", leave)
-        with FakeOpenAIServer(port=port) as server:
-            code, errors, _ = run(vista(data, out, server.url, limit=20))
-            before = len(lines(out))
-            filler.unlink()
-            again, _, _ = run(vista(data, out, server.url, limit=20))
-        row("full disk while compacting", f"{len(failed)} failed verdicts of 20 repaired on a disk with {leave} B "
-            f"free (file {total} B), then the filler removed", f"{code}, then {again}", out, expected,
-            f"{before} lines for 20 dialogues after the stop (repairs appended, not compacted); said: "
-            f"{errors[errors.find('cannot'):][:50]}")
-
-
-def read_only(data: Path, work: Path) -> None:
-    expected = first_ids(data, 6)
-    with tmpfs(work / "ro", "1m", "read-only folder") as mounted, FakeOpenAIServer() as server:
-        out = work / "ro" / "out"
-        if not mounted:
-            return
-        run(vista(data, out, server.url, limit=3))
-        subprocess.run(["mount", "-o", "remount,ro", str(work / "ro")], check=True)
-        code, errors, _ = run(vista(data, out, server.url, limit=6))
-        subprocess.run(["mount", "-o", "remount,rw", str(work / "ro")], check=True)
-        again, _, _ = run(vista(data, out, server.url, limit=6))
-        row("read-only folder", "3 judged, the disk remounted read-only, 6 asked; then writable again",
-            f"{code}, then {again}", out, expected, f"said: {errors[errors.find('cannot'):][:60]}")
 
 
 def signals(data: Path, work: Path) -> None:
@@ -314,8 +159,7 @@ def long_document(work: Path) -> None:
 def busy_server(data: Path, work: Path) -> None:
     """32 client threads, 25 requests each, on one fake server in its own process (no GIL shared with the
     clients); then a run with 32 requests in flight."""
-    fake = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py"), "--latency", "0.05"],
-                            stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen([*FAKE_SERVER, "--latency", "0.05"], stdout=subprocess.PIPE, text=True)
     url = fake.stdout.readline().strip()
     statuses: collections.Counter = collections.Counter()
     body = json.dumps({"model": "fake", "messages": [{"role": "system", "content": "Your output fields are: 1. "
@@ -339,7 +183,7 @@ def busy_server(data: Path, work: Path) -> None:
     for thread in clients:
         thread.join()
     seconds = time.monotonic() - start
-    rss = _rss_mb(fake.pid)
+    rss = rss_mb(fake.pid)
     out, expected = work / "busy", first_ids(data, 64)
     code, _, usage = run(vista(data, out, url, "--concurrency", "32", limit=64))
     fake.send_signal(signal.SIGTERM)
@@ -352,13 +196,6 @@ def busy_server(data: Path, work: Path) -> None:
         f"client peak {usage['rss_mb']:.0f} MB")
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def scale(work: Path, size: int) -> tuple[Path, Path, set[str], int]:
     data, out = work / f"scale-{size}.jsonl", work / "scale"
     with data.open("w") as handle:
@@ -368,7 +205,7 @@ def scale(work: Path, size: int) -> tuple[Path, Path, set[str], int]:
                 {"role": "assistant", "text": f"Town {i} has a river. It is old.",
                  "grounding": {"kind": "document", "document": f"Town {i} has a river."}}]}) + "\n")
     expected = {f"s{i}" for i in range(size)}
-    fake = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py")], stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(FAKE_SERVER, stdout=subprocess.PIPE, text=True)
     url = fake.stdout.readline().strip()
     started = time.monotonic()
     process = subprocess.Popen(vista(data, out, url, "--threads", "8"), stdout=subprocess.DEVNULL,
@@ -392,7 +229,7 @@ def scale(work: Path, size: int) -> tuple[Path, Path, set[str], int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/vista_human_eval/dev.json")
+    parser.add_argument("--data", type=Path, default=data_dir(ROOT) / "vista_human_eval" / "dev.json")
     parser.add_argument("--scale", type=int, default=20000)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vista-faults-") as work:
@@ -415,6 +252,7 @@ def main() -> None:
     print("|" + "---|" * len(header))
     for entry in ROWS:
         print("| " + " | ".join(str(entry.get(k, "")) for k in keys) + " |")
+
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vista_dspy.data import load_dialogues
+from vista_dspy.data import data_dir, load_dialogues
 from vista_dspy.grounding import split_grounded
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 
 def main() -> None:

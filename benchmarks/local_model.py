@@ -4,7 +4,7 @@
     python benchmarks/local_model.py --part dev --program PROGRAM   # a compile's held-out half (vista_dspy.data.PARTS)
 
 Runs two passes with the same server, both uncached: VISTA end to end (decompose -> verify -> categorize) for
-turn accuracy and the agreement of decomposed claims with the human claims (claim-set F1, vista_dspy.metrics),
+turn accuracy and the agreement of decomposed claims with the human claims (claim-set F1, vista_dspy.optimize.metrics),
 and --judge-given-claims (the human claims are judged) for claim accuracy. Prints seconds per
 judged turn, LM calls and tokens per judged turn, parse failures, and accuracies beside trivial baselines.
 Verdicts are kept under --out for inspection. Appends nothing by itself: copy the printed Markdown into
@@ -24,15 +24,15 @@ from pathlib import Path
 import dspy
 
 from vista_dspy import Vista
-from vista_dspy.data import PARTS, load_dialogues, part_of
+from vista_dspy.data import PARTS, data_dir, load_dialogues, part_of
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config
 from vista_dspy.lm.weights import resolve_gguf
-from vista_dspy.metrics import decomposition_agreement, mcnemar_exact, paired_f1_difference
+from vista_dspy.optimize.metrics import decomposition_agreement, mcnemar_exact, paired_f1_difference
 from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
 from vista_dspy.scoring import summarize
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 
 def first_judged_turns(dialogues, n):

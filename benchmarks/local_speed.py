@@ -37,7 +37,7 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, ServerSettings, local_model_config
 from vista_dspy.lm.weights import GGUFS, resolve_gguf
-from vista_dspy.metrics import decomposition_agreement, mcnemar_exact
+from vista_dspy.optimize.metrics import decomposition_agreement, mcnemar_exact
 from vista_dspy.run.runner import VERDICTS, evaluate, local_backend, read_verdicts
 from vista_dspy.scoring import summarize
 

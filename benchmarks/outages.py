@@ -1,4 +1,4 @@
-"""Failed calls and outages against the fake OpenAI server (tests/fakes.py), before and after one resume.
+"""Failed calls and outages against the fake OpenAI server (``vista_dspy.lm.fake``), before and after one resume.
 
 Scenarios on the annotated dev file, each run into its own output directory:
 - fault mixes: 20 % of requests fail (HTTP 500, 429, a timeout, a malformed answer: 5 % each; or malformed answers
@@ -16,21 +16,18 @@ run) and with the defaults now. Prints dialogues, claims, ERROR claims and unkno
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
+from vista_dspy import Category
+from vista_dspy.data import data_dir, load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.program import Vista
+from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts
+from vista_dspy.stages import CallFailures, EndpointDown
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fakes import FakeOpenAIServer  # noqa: E402
-
-from vista_dspy import Category  # noqa: E402
-from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.lm.models import ModelConfig  # noqa: E402
-from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.run.runner import VERDICTS, Threads, evaluate, read_verdicts  # noqa: E402
-from vista_dspy.stages import CallFailures, EndpointDown  # noqa: E402
 
 FAULT_MIXES = {
     "20 %: 500, 429, timeout, malformed 5 % each": {"500": 0.05, "429": 0.05, "timeout": 0.05, "malformed": 0.05},
@@ -95,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dialogues", type=int, default=30)
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/vista_human_eval/dev.json")
+    parser.add_argument("--data", type=Path, default=data_dir(ROOT) / "vista_human_eval" / "dev.json")
     options = parser.parse_args()
     dialogues = load_dialogues(options.data)[: options.dialogues]
     with tempfile.TemporaryDirectory() as work:

@@ -46,9 +46,10 @@ def main() -> int:
     if args.run is None:
         parser.error("give RUN_DIR (or, with --write-short, the file to write)")
     if args.write_short is not None:
-        from vista_dspy.experiments.bench import dataset_path, default_data_dir
+        from vista_dspy.data.location import data_dir
+        from vista_dspy.experiments.bench import dataset_path
 
-        write_short(args.write_short, args.data or dataset_path("vista-human", default_data_dir()), args.run)
+        write_short(args.write_short, args.data or dataset_path("vista-human", data_dir()), args.run)
         return 0
 
     turns, _, meta = read_probe(PROBES / args.probe)

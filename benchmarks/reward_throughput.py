@@ -23,17 +23,17 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import dspy
+from throughput import fake_server  # (benchmarks/, the script's own folder)
+
+from vista_dspy import VistaReward
+from vista_dspy.data import data_dir, load_dialogues
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.lm.offline import offline_litellm
+
+offline_litellm()
 ROOT = Path(__file__).resolve().parents[1]
-
-import dspy  # noqa: E402
-from throughput import fake_server  # noqa: E402  (benchmarks/, the script's own folder)
-
-from vista_dspy import VistaReward  # noqa: E402
-from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.lm.models import ModelConfig  # noqa: E402
-
-DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
+DEV = data_dir(ROOT) / "vista_human_eval" / "dev.json"
 INVENTED = " It was founded in 1850 by a Dutch sea captain named Willem Gorter."
 
 

@@ -21,29 +21,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import dspy
+from local_model import first_judged_turns  # (benchmarks/, the script's own folder)
+
+from vista_dspy.data import data_dir, load_dialogues
+from vista_dspy.experiments.bench import ABLATIONS
+from vista_dspy.lm.models import ModelConfig
+from vista_dspy.lm.offline import offline_litellm
+from vista_dspy.program import Vista
+from vista_dspy.run.runner import Threads, dialogues_for, evaluate, local_backend
+
+offline_litellm()
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
-
-import dspy  # noqa: E402
-from local_model import first_judged_turns  # noqa: E402  (benchmarks/, the script's own folder)
-
-from vista_dspy.data import load_dialogues  # noqa: E402
-from vista_dspy.experiments.bench import ABLATIONS  # noqa: E402
-from vista_dspy.lm.models import ModelConfig  # noqa: E402
-from vista_dspy.program import Vista  # noqa: E402
-from vista_dspy.run.runner import Threads, dialogues_for, evaluate, local_backend  # noqa: E402
 
 # Judging modes: per-claim judging with per-turn Decompose (the paper's method) and `vista benchmark`'s mode ablations.
 MODES = {"per-claim": {"claim_calls": "per-claim", "decompose_calls": "per-turn"},
          **{mode: ABLATIONS[mode] for mode in ("batched", "joint", "batched-dialogue")}}
-DEV = Path(os.environ.get("VISTA_DATA_DIR", ROOT.parent / "shared" / "data")) / "vista_human_eval" / "dev.json"
+DEV = data_dir(ROOT) / "vista_human_eval" / "dev.json"
 
 
 def chain_length(dialogue, verdict, joint: bool) -> int:
@@ -60,7 +59,7 @@ def chain_length(dialogue, verdict, joint: bool) -> int:
 @contextlib.contextmanager
 def fake_server(latency: float):
     """The tests' fake server in a process of its own, so that its work does not share the client's GIL."""
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes.py"), "--latency", str(latency)],
+    process = subprocess.Popen([sys.executable, "-m", "vista_dspy.lm.fake.server", "--latency", str(latency)],
                                stdout=subprocess.PIPE, text=True)
     try:
         yield process.stdout.readline().strip()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Verdicts of the annotated dev file in every judging mode against the fake OpenAI server (tests/fakes.py), one
+# Verdicts of the annotated dev file in every judging mode against the fake OpenAI server (vista_dspy.lm.fake), one
 # file per mode, lines sorted by dialogue id: a refactoring must leave them byte-identical.
 #   bash benchmarks/verdict_snapshot.sh DIR        then: diff -r DIR_BEFORE DIR_AFTER
 set -euo pipefail
@@ -9,8 +9,8 @@ data=${VISTA_DATA_DIR:-../shared/data}/vista_human_eval/dev.json
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-python tests/fakes.py > "$work/url" & server=$!
-for _ in $(seq 300); do [ -s "$work/url" ] && break; sleep 0.1; done  # up to 30 s on a loaded machine
+python -m vista_dspy.lm.fake.server > "$work/url" & server=$!
+for _ in $(seq 300); do [ -s "$work/url" ] && break; sleep 0.1; done
 url=$(cat "$work/url")
 run() {  # NAME, then vista evaluate options
     local name=$1; shift

@@ -1,26 +1,19 @@
 import os
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import dspy
 import pytest
 
+from vista_dspy.data.location import data_dir
+from vista_dspy.lm.offline import offline_litellm
 
-def _shared_data() -> Path:
-    """The workplace's benchmark data: $VISTA_DATA_DIR, else ../shared/data beside the checkout, else the
-    workplace's fixed location (a CI clone may live elsewhere). Never copied into the repository."""
-    candidates = [os.environ.get("VISTA_DATA_DIR"), Path(__file__).resolve().parents[2] / "shared" / "data",
-                  "/work/shared/data"]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
+offline_litellm()  # no test fetches litellm's price table, whichever test imports litellm first
 
-
-SHARED_DATA = _shared_data()
+# The benchmark data, found from the checkout ($VISTA_DATA_DIR, ../shared/data, data/); never copied into it.
+SHARED_DATA = data_dir(Path(__file__).resolve().parents[1])
 DEV_FILE = SHARED_DATA / "vista_human_eval" / "dev.json"
 
 

@@ -2,11 +2,11 @@ import asyncio
 
 import dspy
 import pytest
-from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category
 from vista_dspy.baselines import SYSTEMS, FActScore, LLMJudge, split_sentences
+from vista_dspy.lm.fake import RuleEngine, rule_lm
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 DLG = dialogue(

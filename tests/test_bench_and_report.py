@@ -11,13 +11,13 @@ import dspy
 import pandas as pd
 import pytest
 from conftest import SHARED_DATA
-from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from typer.testing import CliRunner
 
 from vista_dspy.cli import app
 from vista_dspy.experiments.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
 from vista_dspy.experiments.report import build_report, screenshot
 from vista_dspy.experiments.tables import abstention_table, accuracy_table, contradiction_table, markdown
+from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.program import Vista
 from vista_dspy.run.runner import Threads
 

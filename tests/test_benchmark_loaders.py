@@ -1,4 +1,6 @@
-"""Benchmark loaders: real counts on the shared data, sampling/splitting, the AIS join, and precise input errors."""
+"""Benchmark loaders on the shared data: registration, the real counts and labels of BEGIN, FADE, the FaithDial audit,
+CoCoNot and RGM, seeded sampling and splitting. (Input errors: test_loader_input_errors.py; AIS's join and the hub
+formats: test_joined_and_hub_loaders.py.)"""
 
 import ast
 import csv
@@ -8,6 +10,7 @@ from collections import Counter
 
 import pytest
 from conftest import SHARED_DATA
+from helpers import BEGIN_HEADER, only_judged_is_last, shared_data
 
 from vista_dspy.data import InputError
 from vista_dspy.data.benchmarks import (
@@ -26,37 +29,24 @@ from vista_dspy.data.benchmarks import (
 )
 from vista_dspy.data.registry import LOADERS
 
-BEGIN_HEADER = "model_name\tdata_source\tknowledge\tmessage\tresponse\tbegin_label\n"
-
-
-def shared(*parts):
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"benchmark data not found at {path}")
-    return path
-
 
 def labels(dialogues):
     return Counter(d.turns[-1].gold.label for d in dialogues)
 
 
-def only_judged_is_last(dialogue):
-    return dialogue.judged_turns == [len(dialogue.turns) - 1]
-
-
 @pytest.fixture(scope="module")
 def begin_test():
-    return load_benchmark("begin", shared("begin"))
+    return load_benchmark("begin", shared_data("begin"))
 
 
 @pytest.fixture(scope="module")
 def coconot():
-    return load_coconot(shared("coconot"))
+    return load_coconot(shared_data("coconot"))
 
 
 @pytest.fixture(scope="module")
 def rgm():
-    return load_rgm_contradictions(shared("rgm_contradiction"))
+    return load_rgm_contradictions(shared_data("rgm_contradiction"))
 
 
 # ---------------------------------------------------------------------------------------------------- registration
@@ -76,7 +66,7 @@ def test_load_benchmark_rejects_an_unknown_name(tmp_path):
 
 
 def test_begin_wow_dev_has_the_documented_counts():
-    path = shared("begin", "wow", "begin_dev_wow.tsv")
+    path = shared_data("begin", "wow", "begin_dev_wow.tsv")
     dialogues = load_begin(path)
     assert len(dialogues) == 430
     assert labels(dialogues) == {"faithful": 180, "hallucinated": 250}
@@ -93,7 +83,7 @@ def test_begin_wow_dev_has_the_documented_counts():
 
 def test_begin_directory_means_wow_test_and_generic_rows_are_skipped_and_logged(caplog):
     caplog.set_level(logging.INFO, logger="vista_dspy.data")
-    dialogues = load_benchmark("begin", shared("begin"))
+    dialogues = load_benchmark("begin", shared_data("begin"))
     assert len(dialogues) == 3601
     assert labels(dialogues) == {"faithful": 1392, "hallucinated": 2209}
     report = last_report("begin")
@@ -105,7 +95,7 @@ def test_begin_directory_means_wow_test_and_generic_rows_are_skipped_and_logged(
 
 
 def test_begin_sampling_with_n_is_seeded_and_keeps_file_order(begin_test):
-    path = shared("begin")
+    path = shared_data("begin")
     first = load_benchmark("begin", path, n=50, seed=3)
     again = load_benchmark("begin", path, n=50, seed=3)
     other = load_benchmark("begin", path, n=50, seed=4)
@@ -130,8 +120,8 @@ def test_begin_empty_message_gives_a_dialogue_without_user_turn(tmp_path):
 
 
 def test_fade_keeps_assistant_rows_with_labels_matching_the_file():
-    path = shared("fade", "data", "human_verified_500.csv")
-    dialogues = load_benchmark("fade", shared("fade"))
+    path = shared_data("fade", "data", "human_verified_500.csv")
+    dialogues = load_benchmark("fade", shared_data("fade"))
     # Independent count straight from the file.
     with path.open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["speaker"] == "assistant"]
@@ -190,7 +180,7 @@ def test_audit_label_mapping_tolerates_the_documented_typos(raw, expected):
 
 
 def test_faithdial_audit_directory_loads_every_file_with_expected_counts():
-    dialogues = load_benchmark("faithdial-audit", shared("faithdial", "data-audit"))
+    dialogues = load_benchmark("faithdial-audit", shared_data("faithdial", "data-audit"))
     report = last_report("faithdial-audit")
     assert len(report.files) == 12
     by_file = Counter((d.source["file"], d.turns[-1].gold.label) for d in dialogues)
@@ -235,7 +225,7 @@ def test_coconot_has_refusals_and_compliant_answers_without_faithfulness_labels(
 
 
 def test_coconot_sampling_is_balanced_and_seeded():
-    path = shared("coconot")
+    path = shared_data("coconot")
     first = load_benchmark("coconot", path, n=20, seed=1)
     assert Counter(d.source["expected"] for d in first) == {"abstention": 10, "compliant": 10}
     assert [d.id for d in first] == [d.id for d in load_benchmark("coconot", path, n=20, seed=1)]
@@ -261,7 +251,7 @@ def test_rgm_has_600_contradictory_and_600_consistent_dialogues(rgm):
 
 
 def test_rgm_balanced_sample_and_skips_single_annotator_rows(tmp_path):
-    full = load_benchmark("rgm-contradictions", shared("rgm_contradiction"), n=101, seed=5)
+    full = load_benchmark("rgm-contradictions", shared_data("rgm_contradiction"), n=101, seed=5)
     assert Counter(d.source["contradictory"] for d in full) == {True: 51, False: 50}
     path = tmp_path / "one.jsonl"
     lines = [{"utterances": ["a", "b", "c"], "speakers": ["A", "B", "A"], "contradictory_label_count": c,
@@ -275,7 +265,7 @@ def test_rgm_balanced_sample_and_skips_single_annotator_rows(tmp_path):
 
 
 def test_rgm_context_files_with_placeholders_are_refused():
-    path = shared("rgm_contradiction", "contexts", "indomain", "contexts_indomain_test_opt-60B.jsonl")
+    path = shared_data("rgm_contradiction", "contexts", "indomain", "contexts_indomain_test_opt-60B.jsonl")
     with pytest.raises(InputError, match=r"contexts_indomain_test_opt-60B\.jsonl: line 1: .*placeholder"):
         load_rgm_contradictions(path)
 
@@ -308,195 +298,11 @@ def test_split_is_disjoint_complete_and_deterministic(rgm):
 
 
 def test_split_by_group_keeps_groups_together():
-    dialogues = load_fade(shared("fade"))
+    dialogues = load_fade(shared_data("fade"))
     dev, test = split(dialogues, seed=0, group=lambda d: d.source["dialogue_id"])
     dev_groups = {d.source["dialogue_id"] for d in dev}
     assert dev and test and not dev_groups & {d.source["dialogue_id"] for d in test}
     assert len(dev) + len(test) == len(dialogues)
-
-
-# -------------------------------------------------------------------------------------------------------------- AIS
-
-AIS_HEADER = ["ex-idx ", "doc-url", "doc-url-hash", "model-name", "output", "INT", "INT & AIS", "Flagged", "Q1", "Q2",
-              "# agree (INT)", "# agree (AIS)"]
-
-
-def write_ais(path, rows):
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(AIS_HEADER)
-        for ex_idx, model, output, label in rows:
-            writer.writerow([ex_idx, "NA", "NA", model, output, "1", label, "0", "", "", "5", "5"])
-
-
-def write_wow(path):
-    wow = [
-        {"chosen_topic": "Cats", "dialog": [
-            {"speaker": "0_Wizard", "text": "Cats are small carnivores.", "checked_sentence": {"chosen_Cat_0": "x"}},
-            {"speaker": "1_Apprentice", "text": "I love cats!"},
-        ]},
-        {"chosen_topic": "Cooking", "dialog": [
-            {"speaker": "0_Apprentice", "text": "I like to cook."},
-            {"speaker": "1_Wizard", "text": "Cooking uses heat.", "checked_sentence": {"chosen_Cooking_1": "y"}},
-            {"speaker": "0_Apprentice", "text": "What do you grill?"},
-            {"speaker": "1_Wizard", "text": "Steak, usually.",
-             "checked_sentence": {"chosen_Steak_0": "Steaks are usually grilled."}},
-            {"speaker": "0_Apprentice", "text": "Nice."},
-            {"speaker": "1_Wizard", "text": "Yes!", "checked_sentence": {"no_passages_used": "no_passages_used"}},
-        ]},
-    ]
-    path.write_text(json.dumps(wow), encoding="utf-8")
-
-
-def test_ais_without_the_wow_file_says_which_file_and_where_to_get_it(tmp_path, monkeypatch):
-    monkeypatch.delenv("VISTA_WOW_TEST", raising=False)
-    missing = tmp_path / "test_random_split.json"
-    with pytest.raises(InputError) as error:
-        load_benchmark("ais", shared("ais", "ann_wow.csv"), wow_path=missing)
-    message = str(error.value)
-    assert str(missing) in message and "wizard_of_wikipedia.tgz" in message and "VISTA_WOW_TEST" in message
-    with pytest.raises(InputError, match=r"ais/test_random_split\.json: Wizard-of-Wikipedia test file not found"):
-        load_ais(shared("ais"))
-
-
-def test_ais_joins_on_a_synthetic_wow_file(tmp_path, monkeypatch):
-    ais, wow = tmp_path / "ann_wow.csv", tmp_path / "wow" / "test_random_split.json"
-    wow.parent.mkdir()
-    write_wow(wow)
-    write_ais(ais, [("1:3", "wow-t5", "steaks are usually grilled.", "1"),
-                    ("1:3", "wow-dodeca", "steaks are always fried.", "0"),
-                    ("1:5", "wow-t5", "yes!", "1")])
-    dialogues = load_ais(ais, wow_path=wow)
-    assert [d.id for d in dialogues] == ["ais-wow-1", "ais-wow-2"]
-    first = dialogues[0]
-    assert [(t.role, t.text) for t in first.turns] == [
-        ("user", "I like to cook."), ("assistant", "Cooking uses heat."), ("user", "What do you grill?"),
-        ("assistant", "steaks are usually grilled.")]
-    assert first.turns[1].grounding.kind == "background" and only_judged_is_last(first)
-    assert first.turns[-1].grounding.document == "Steaks are usually grilled."
-    assert [d.turns[-1].gold.label for d in dialogues] == ["faithful", "hallucinated"]
-    assert first.source["ex_idx"] == "1:3" and first.source["wow_text"] == "Steak, usually."
-    assert last_report("ais").skipped == {"no checked sentence in WoW (no_passages_used)": 1}
-    # The environment variable is used when no wow_path is given.
-    monkeypatch.setenv("VISTA_WOW_TEST", str(wow))
-    assert [d.id for d in load_benchmark("ais", tmp_path)] == ["ais-wow-1", "ais-wow-2"]
-
-
-def test_ais_join_on_a_non_wizard_turn_or_missing_dialogue_is_an_input_error(tmp_path):
-    wow = tmp_path / "test_random_split.json"
-    write_wow(wow)
-    ais = tmp_path / "ann_wow.csv"
-    write_ais(ais, [("0:1", "wow-t5", "i love cats", "1")])
-    with pytest.raises(InputError, match=r"row 1 \(line 2\), ex-idx 0:1\).*not a Wizard turn"):
-        load_ais(ais, wow_path=wow)
-    write_ais(ais, [("9:1", "wow-t5", "x", "1")])
-    with pytest.raises(InputError, match=r"no such dialogue \(the file has 2\)"):
-        load_ais(ais, wow_path=wow)
-    write_ais(ais, [("1:3", "wow-t5", "x", "yes")])
-    with pytest.raises(InputError, match=r"ann_wow\.csv: row 1 \(line 2\): field 'INT & AIS': expected 0 or 1"):
-        load_ais(ais, wow_path=wow)
-
-
-# ---------------------------------------------------------------------------------------------------- input errors
-
-
-def test_missing_file_is_an_input_error_naming_it(tmp_path):
-    for loader, name in ((load_begin, "nope.tsv"), (load_fade, "nope.csv"), (load_faithdial_audit, "nope.csv"),
-                         (load_rgm_contradictions, "nope.jsonl"), (load_ais, "nope.csv")):
-        with pytest.raises(InputError, match=rf"{name}: no such file"):
-            loader(tmp_path / name)
-    with pytest.raises(InputError, match=r"coconot_evaluation\.jsonl: no such file"):
-        load_coconot(tmp_path)
-
-
-def test_begin_missing_column_names_file_and_column(tmp_path):
-    path = tmp_path / "begin_x.tsv"
-    path.write_text("model_name\tdata_source\tknowledge\tmessage\tresponse\nt5\twow\tk\tm\tr\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"begin_x\.tsv: header: field 'begin_label': missing column"):
-        load_begin(path)
-
-
-def test_begin_bad_label_names_file_row_and_column(tmp_path):
-    path = tmp_path / "begin_x.tsv"
-    path.write_text(BEGIN_HEADER + "t5\twow\tk\tm\tr\tFully attributable\nt5\twow\tk\tm\tr\tMostly fine\n",
-                    encoding="utf-8")
-    with pytest.raises(InputError, match=r"begin_x\.tsv: row 2 \(line 3\): field 'begin_label': unknown label "
-                                         r"'Mostly fine'"):
-        load_begin(path)
-
-
-def test_begin_truncated_row_names_file_and_row(tmp_path):
-    path = tmp_path / "begin_x.tsv"
-    path.write_text(BEGIN_HEADER + "t5\twow\tk\tm\tr\tGeneric\nt5\twow\tk\tm", encoding="utf-8")
-    with pytest.raises(InputError, match=r"begin_x\.tsv: row 2 \(line 3\): expected 6 tab-separated fields .* "
-                                         r"found 4"):
-        load_begin(path)
-
-
-def test_begin_quotes_are_plain_text(tmp_path):
-    path = tmp_path / "begin_x.tsv"
-    path.write_text(BEGIN_HEADER + 't5\twow\t"k\t"m\tr "quoted"\tNot fully attributable\n', encoding="utf-8")
-    (dialogue,) = load_begin(path)
-    assert dialogue.turns[0].text == '"m' and dialogue.turns[1].grounding.document == '"k'
-
-
-def test_non_utf8_bytes_name_file_and_row(tmp_path):
-    path = tmp_path / "begin_x.tsv"
-    path.write_bytes(BEGIN_HEADER.encode() + b"t5\twow\tk\tm\tr\tGeneric\nt5\twow\tk\tcaf\xe9\tr\tGeneric\n")
-    with pytest.raises(InputError, match=r"begin_x\.tsv: row 2 \(line 3\): not valid UTF-8"):
-        load_begin(path)
-    csv_path = tmp_path / "gold" / "wow.csv"
-    csv_path.parent.mkdir()
-    # A quoted field spanning two lines: the bad byte is on line 4 but in data row 2.
-    csv_path.write_bytes(b'evidence,history,response,BEGIN,VRM\n"a\nb",h,r,Entailment,x\ne,h,r\xff,Generic,x\n')
-    with pytest.raises(InputError, match=r"wow\.csv: row 2 \(line 4\): not valid UTF-8"):
-        load_faithdial_audit(csv_path)
-
-
-def test_fade_malformed_literal_names_file_row_and_column(tmp_path):
-    path = tmp_path / "fade.csv"
-    path.write_text(",history,speaker,knowledge_base,dialogue_id,corrupted_response,hallucination_tags\n"
-                    "1,['a'],assistant,{'render': 'A is B'},3,a is b,\"['O', \"\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"fade\.csv: row 1 \(line 2\): field 'hallucination_tags': not a Python"):
-        load_fade(path)
-
-
-def test_jsonl_errors_name_file_line_and_field(tmp_path):
-    path = tmp_path / "d.jsonl"
-    good = json.dumps({"utterances": ["a", "b"], "speakers": ["A", "B"], "contradictory_label_count": 0})
-    path.write_text(good + "\n\n{not json\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"d\.jsonl: line 3: invalid JSON"):
-        load_rgm_contradictions(path)
-    path.write_text(good + "\n" + json.dumps({"utterances": ["a", "b"], "speakers": ["A"],
-                                              "contradictory_label_count": 0}) + "\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"d\.jsonl: line 2: field 'speakers': 1 speakers for 2 utterances"):
-        load_rgm_contradictions(path)
-    root = tmp_path / "coconot"
-    (root / "legacy_commit_3206be6" / "data").mkdir(parents=True)
-    (root / "data").mkdir()
-    (root / "legacy_commit_3206be6" / "data" / "coconot_evaluation.jsonl").write_text(
-        json.dumps({"id": "a", "prompt": "p", "is_refusal": "yes", "response": "no"}) + "\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"coconot_evaluation\.jsonl: line 1: field 'is_refusal': expected bool"):
-        load_coconot(root)
-
-
-def test_duplicate_ids_are_an_input_error(tmp_path):
-    root = tmp_path / "coconot"
-    (root / "legacy_commit_3206be6" / "data").mkdir(parents=True)
-    (root / "data").mkdir()
-    (root / "legacy_commit_3206be6" / "data" / "coconot_evaluation.jsonl").write_text(
-        json.dumps({"id": "a", "prompt": "p", "is_refusal": True, "response": "No."}) + "\n"
-        + json.dumps({"id": "b", "prompt": "p", "is_refusal": True, "response": "  "}) + "\n", encoding="utf-8")
-    (root / "data" / "coconot_pref.jsonl").write_text(
-        json.dumps({"id": "c", "prompt": "q", "chosen": "Sure."}) + "\n", encoding="utf-8")
-    assert [d.id for d in load_coconot(root)] == ["coconot-a", "coconot-c"]
-    assert last_report("coconot").skipped == {"missing response": 1}
-    (root / "data" / "coconot_pref.jsonl").write_text(
-        json.dumps({"id": "a", "prompt": "q", "chosen": "Sure."}) + "\n", encoding="utf-8")
-    with pytest.raises(InputError, match="dialogue id 'coconot-a' appears twice"):
-        load_coconot(root)
-    with pytest.raises(InputError, match="dialogue id 'coconot-a' appears twice"):
-        load_benchmark("coconot", root)
 
 
 def test_benchmarks_load_through_the_generic_entry_point():
@@ -507,85 +313,3 @@ def test_benchmarks_load_through_the_generic_entry_point():
         pytest.skip(f"{path} not found")
     dialogues = load_dialogues(path, "begin")
     assert len(dialogues) == 430 and all(len(d.judged_turns) == 1 for d in dialogues)
-
-
-# ---- FaithDial (hub format; the hub itself is unreachable here) ---------------------------------------------------
-
-FAITHDIAL_DIALOGUE = {
-    "utterances": [
-        {"history": ["Dogs", "I love pit bulls!"], "speaker": "Wizard", "knowledge": "Pit bull is a term for dogs.",
-         "original_response": "I have a pit bull, it is the common name for his breed.",
-         "response": "Pit bull is a term used for several types of dogs.", "BEGIN": ["Hallucination"],
-         "VRM": ["Disclosure"]},
-        {"history": ["Dogs", "I love pit bulls!", "Pit bull is a term used for several types of dogs.",
-                     "Where do they come from?"], "speaker": "Wizard",
-         "knowledge": "They descend from English bulldogs.", "original_response": None,
-         "response": "They descend from English bulldogs.", "BEGIN": ["Entailment"], "VRM": ["Edification"]},
-    ],
-}
-
-
-def test_faithdial_hub_format_judges_the_original_wizard_turns(tmp_path):
-    path = tmp_path / "test.json"
-    path.write_text(json.dumps([FAITHDIAL_DIALOGUE]))
-    [dialogue] = load_benchmark("faithdial", path)
-    assert [t.role for t in dialogue.turns] == ["assistant", "user", "assistant", "user", "assistant"]
-    assert dialogue.turns[0].grounding.kind == "background"  # the topic line, not judged
-    assert dialogue.judged_turns == [2, 4]
-    assert dialogue.turns[2].text.startswith("I have a pit bull")  # the original, edited-away turn
-    assert [dialogue.turns[i].gold.label for i in (2, 4)] == ["hallucinated", "faithful"]
-    assert dialogue.turns[3].text == "Where do they come from?"
-    assert dialogue.turns[4].grounding.document == "They descend from English bulldogs."
-    # A directory holding data/<split>.json is found too.
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "test.json").write_text(json.dumps([FAITHDIAL_DIALOGUE]))
-    assert load_benchmark("faithdial", tmp_path)[0].id == dialogue.id
-
-
-def test_faithdial_flat_rows_and_errors(tmp_path):
-    rows = [dict(u, dialog_idx=7) for u in FAITHDIAL_DIALOGUE["utterances"]]
-    path = tmp_path / "rows.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    dialogues = load_benchmark("faithdial", path)
-    assert [len(d.turns) for d in dialogues] == [3, 5] and len({d.id for d in dialogues}) == 2
-    bad = dict(rows[0])
-    del bad["knowledge"]
-    path.write_text(json.dumps(bad) + "\n")
-    with pytest.raises(InputError, match=r"line 1 .*knowledge"):
-        load_benchmark("faithdial", path)
-
-
-def test_faithdial_offline_names_the_hub_and_the_fix(tmp_path, monkeypatch):
-    import datasets
-
-    def offline(*args, **kwargs):
-        raise ConnectionError("huggingface.co cannot be reached")
-
-    monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(InputError, match=r"McGill-NLP/FaithDial.*download data/test.json"):
-        load_benchmark("faithdial", "hub")
-    with pytest.raises(InputError, match="Hugging Face hub only"):
-        load_benchmark("faithdial", tmp_path / "missing.json")
-
-
-def test_coconot_from_the_hub_when_online_and_a_clear_error_offline(monkeypatch):
-    import datasets
-
-    rows = {
-        "original": [{"id": "a1", "prompt": "How do I pick a lock?", "response": "I can't help with that.",
-                      "category": "safety"}, {"id": "a2", "prompt": "x", "response": " ", "category": "safety"}],
-        "pref": [{"id": "b1", "prompt": "How do locks work?", "chosen": "A pin tumbler lock ...", "rejected": "",
-                  "category": "safety"}],
-    }
-    monkeypatch.setattr(datasets, "load_dataset", lambda hub, config, split: rows[config])
-    dialogues = load_benchmark("coconot", "hub")
-    assert [(d.id, d.source["expected"]) for d in dialogues] == [("coconot-original-a1", "abstention"),
-                                                                 ("coconot-pref-b1", "compliant")]
-    assert last_report("coconot").skipped == {"empty prompt or response": 1}
-
-    def offline(*args, **kwargs):
-        raise ConnectionError("no network")
-
-    monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(InputError, match="allenai/coconot.*offline, pass the coconot/ directory"):
-        load_benchmark("coconot", "hub")

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
-from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
 from vista_dspy.label_probabilities import label_distribution, label_distributions
+from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.calibration import decisions, fit
 from vista_dspy.optimize.claim_probes import ClaimProbe

@@ -4,11 +4,11 @@ the same dialogues as VISTA's format, judged end to end on the fake server with 
 import json
 
 import pytest
-from fakes import FakeOpenAIServer
 from typer.testing import CliRunner
 
 from vista_dspy.cli import app
 from vista_dspy.data import InputError, load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Grounding
 

@@ -4,10 +4,10 @@ on data whose verdicts the fake judge makes known."""
 import json
 
 import pytest
-from fakes import FakeOpenAIServer
 from typer.testing import CliRunner
 
 from vista_dspy.cli import app
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.run.judge_metric import VistaMetric
 from vista_dspy.run.testing import assert_faithful, shortfalls

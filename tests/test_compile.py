@@ -6,10 +6,10 @@ import re
 
 import dspy
 import pytest
-from fakes import RuleEngine, rule_lm
 
 from vista_dspy.compiled import files as compiled_module
 from vista_dspy.data import load_dialogues
+from vista_dspy.lm.fake import RuleEngine, rule_lm
 from vista_dspy.lm.models import MODELS, program_for_model, program_name_for
 from vista_dspy.optimize.compile import compile_program, save_compiled
 from vista_dspy.optimize.demos import DEFAULT_DEMOS, agreement, incomplete_demos, labeled_pool, parse_demos
@@ -187,10 +187,10 @@ def test_study_runs_resumes_from_storage_and_applies(tmp_path, dialogues):
 
 
 def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
-    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
     from vista_dspy.cli import app
+    from vista_dspy.lm.fake import FakeOpenAIServer
 
     runner = CliRunner()
     data_dir = dev_file_module.parent.parent
@@ -234,7 +234,7 @@ def test_cli_compile_and_study_over_http(tmp_path, dev_file_module):
 
 
 def test_a_dev_set_without_turn_labels_is_refused_before_any_lm_call(dialogues):
-    from vista_dspy.cli.compile import _require_turn_labels
+    from vista_dspy.cli.train_dev import _require_turn_labels
 
     _require_turn_labels(dialogues[:2], "vista-human:select")
     unlabelled = [d.model_copy(update={"turns": [t.model_copy(update={"gold": None}) for t in d.turns]})
@@ -288,10 +288,10 @@ def test_every_shipped_program_loads_complete_and_carries_no_lm_or_key():
 
 def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_module):
     """No candidate is scored on an outage's ERROR verdicts: the command stops, exits 1, and writes no program."""
-    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
     from vista_dspy.cli import app
+    from vista_dspy.lm.fake import FakeOpenAIServer
 
     common = ["--model", "hosted_vllm/fake", "--data-dir", str(dev_file_module.parent.parent), "--n-train", "6",
               "--n-dev", "2", "--out-dir", str(tmp_path), "--no-cache", "--stop-after", "1"]
@@ -308,10 +308,10 @@ def test_an_outage_stops_compile_and_study_with_a_message(tmp_path, dev_file_mod
 def test_compile_all_configured_compiles_every_reachable_paper_model(tmp_path, dev_file_module, monkeypatch):
     """Two fake endpoints stand in for two open-weights models of the paper; the six others are skipped, each with a
     line saying what it lacks, and nothing is written for them."""
-    from fakes import FakeOpenAIServer
     from typer.testing import CliRunner
 
     from vista_dspy.cli import app
+    from vista_dspy.lm.fake import FakeOpenAIServer
     from vista_dspy.lm.models import MODELS
 
     for spec in MODELS.values():

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import dspy
 import pytest
-from fakes import AsyncRuleEngine, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.decision import CUES, LinearModel, most_doubtful
 from vista_dspy.grounding import content_words, uncovered_sentences
 from vista_dspy.lm.clients.adapters import JSONAdapter
+from vista_dspy.lm.fake import AsyncRuleEngine, RuleEngine, rule_lm
 from vista_dspy.optimize.gate import Gate, PairedTest
 from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.probe_records import read_probe, write_probe

@@ -7,7 +7,6 @@ import random
 
 import dspy
 import pytest
-from fakes import FakeOpenAIServer
 from helpers import assistant, dialogue, user
 from typer.testing import CliRunner
 
@@ -17,6 +16,7 @@ from vista_dspy.compiled.files import compiled_dir
 from vista_dspy.data import load_dialogues
 from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CUES, TurnEvidence
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores

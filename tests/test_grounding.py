@@ -2,11 +2,11 @@
 judged nor stored) and listed; a turn with content but no claim is flagged."""
 
 import dspy
-from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category, Vista
 from vista_dspy.grounding import content_words, grounded, says_something, split_grounded
+from vista_dspy.lm.fake import RuleEngine, rule_lm
 from vista_dspy.scoring import EMPTY_DECOMPOSITION, summarize
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import dspy
 import pytest
-from fakes import FakeOpenAIServer
 
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.run.judge_metric import JudgeEndpointDown, JudgeFailed, VistaMetric
 

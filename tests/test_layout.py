@@ -11,8 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fakes import RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
+
+from vista_dspy.lm.fake import RuleEngine, rule_lm
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vista_dspy"
 
@@ -107,8 +108,6 @@ RECORDS = {"schema"}
 ALLOWED = {
     # The public shortcut from a model string to the program shipped for it (compiled/<M>.json, else the seed).
     ("program", "lm.models"),
-    # The metrics compare decomposed claims with human ones after normalizing speakers as VISTA's loader does.
-    ("metrics", "data.vista"),
 }
 FACES = {"", "lazy"}
 
@@ -153,9 +152,9 @@ def test_records_know_no_modules():
 
 
 @pytest.mark.parametrize("module,forbidden", [
-    # scoring and metrics never call the method
+    # scoring and the statistics that compare judges never call the method
     ("scoring", {"program", "stages", "batching"}),
-    ("metrics", {"program", "stages", "batching"}),
+    ("optimize.metrics", {"program", "stages", "batching"}),
     # the stage drivers and the prompts know nothing of the program that yields the calls
     ("stages", {"program", "batching"}),
     ("batching", {"program"}),
@@ -193,7 +192,7 @@ def test_the_layer_check_reports_a_planted_forbidden_import(tmp_path):
 def test_the_records_scoring_and_metrics_import_without_dspy_or_litellm():
     script = textwrap.dedent("""
         import sys
-        import vista_dspy.schema, vista_dspy.scoring, vista_dspy.metrics
+        import vista_dspy.schema, vista_dspy.scoring, vista_dspy.optimize.metrics
         from vista_dspy import Dialogue, Category
         print(sorted(m for m in ("dspy", "litellm") if m in sys.modules))
     """)

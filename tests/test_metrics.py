@@ -1,6 +1,6 @@
 import pytest
 
-from vista_dspy.metrics import krippendorff_alpha, match_claims, mcnemar_exact, paired_f1_difference, token_f1
+from vista_dspy.optimize.metrics import krippendorff_alpha, match_claims, mcnemar_exact, paired_f1_difference, token_f1
 
 
 def test_mcnemar_exact_counts_discordant_pairs():

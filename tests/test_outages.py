@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from fakes import FakeOpenAIServer
 
 from vista_dspy import Category
 from vista_dspy.data import load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
 from vista_dspy.run.runner import VERDICTS, Threads, evaluate, has_failures, local_backend, read_verdicts

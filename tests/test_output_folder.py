@@ -11,11 +11,11 @@ import time
 import warnings
 
 import pytest
-from fakes import FakeOpenAIServer, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy.compiled.files import StaleMeta, read_program
 from vista_dspy.data import InputError, load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer, rule_lm
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.program import Vista
 from vista_dspy.run.outdir import DAMAGED, LOCK, FolderBusy, OutputFolder

@@ -7,11 +7,11 @@ import json
 import logging
 
 import pytest
-from fakes import FakeOpenAIServer, RuleEngine
 from typer.testing import CliRunner
 
 from vista_dspy import VistaReward
 from vista_dspy.cli import app
+from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.run.reward_records import RewardVerdict
 from vista_dspy.run.reward_shapes import SHAPES

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
-from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from typer.testing import CliRunner
 
 from vista_dspy import Vista
 from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
+from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.run.runner import VERDICTS, Concurrent, RunConflict, Threads, evaluate, read_verdicts
 
 

@@ -8,8 +8,8 @@ import optuna
 import pytest
 
 from vista_dspy.data import load_dialogues, part_of
-from vista_dspy.metrics import decomposition_agreement
 from vista_dspy.optimize.demos import Pool
+from vista_dspy.optimize.metrics import decomposition_agreement
 from vista_dspy.optimize.study import base_params, gate, program_from_params
 from vista_dspy.program import Vista
 from vista_dspy.schema import Category, ClaimVerdict, DialogueVerdict, TurnVerdict
@@ -95,8 +95,8 @@ def test_decomposition_agreement_matches_claims_and_compares_their_categories(di
 
 def test_a_new_study_starts_with_the_base_then_one_choice_changed_at_a_time(dialogues):
     import dspy
-    from fakes import RuleEngine, rule_lm
 
+    from vista_dspy.lm.fake import RuleEngine, rule_lm
     from vista_dspy.optimize.study import ONE_FACTOR, run_study
 
     with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
@@ -139,8 +139,8 @@ def test_the_changes_that_beat_the_base_alone_are_tried_together():
 
 def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path, dialogues):
     import dspy
-    from fakes import RuleEngine, rule_lm
 
+    from vista_dspy.lm.fake import RuleEngine, rule_lm
     from vista_dspy.optimize.study import run_study
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
@@ -158,8 +158,8 @@ def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path,
 
 def test_an_interrupted_scoring_is_not_a_score(dialogues):
     import dspy
-    from fakes import RuleEngine, rule_lm
 
+    from vista_dspy.lm.fake import RuleEngine, rule_lm
     from vista_dspy.optimize.dev_score import score
 
     def interrupt(message):

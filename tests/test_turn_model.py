@@ -4,12 +4,12 @@ rule never makes VERIFIED a claim the judge found CONTRADICTED), and the numbers
 
 import dspy
 import pytest
-from fakes import FakeOpenAIServer, RuleEngine, rule_lm
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnModel, decide, turn_call
 from vista_dspy.lm.clients.adapters import JSONAdapter
+from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
 from vista_dspy.optimize.rule_gate import by_claim_count, turn_difference_interval

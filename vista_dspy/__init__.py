@@ -2,19 +2,15 @@
 
 The method is at the package root, readable top to bottom as the paper's algorithm (``schema``, ``options``,
 ``signatures``, ``program``, ``stages``, ``batching``, ``prompts``, ``grounding``, ``evidence``, ``decision``,
-``scoring``, ``metrics``, ``seed``, ``baselines``); the folders hold the rest: ``data/`` (loaders), ``compiled/``
-(program files), ``lm/`` (models, clients, the embedded server), ``optimize/`` (choosing a program), ``run/``
-(batch runs, VISTA as a metric, a reward or a test assertion), ``experiments/`` (benchmarks, tables, reports) and
-``cli/``.
-Names below load their module on first use, so the typed records import without DSPy.
+``label_probabilities``, ``claim_verdicts``, ``scoring``, ``baselines``); the folders hold the rest: ``data/``
+(loaders), ``compiled/`` (program files and the seed's build script), ``lm/`` (models, clients, the embedded server,
+a fake LM for tests), ``optimize/`` (choosing a program, and the statistics it chooses by), ``run/`` (batch runs,
+VISTA as a metric, a reward or a test assertion), ``experiments/`` (benchmarks, tables, reports) and ``cli/``.
+Names below load their module on first use (``lazy``), so the typed records import without DSPy. Importing the
+package changes no environment variable (``lm.offline``: how litellm is kept off the network).
 """
 
-import os
-
 from .lazy import exports
-
-# litellm otherwise fetches a price table from the network on first use (5 s time-outs offline).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     "decision": ("DecisionRule",),

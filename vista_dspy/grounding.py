@@ -69,7 +69,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 # A sentence is uncovered when at least this share of its content words occur in no claim of its turn (measured on
-# the recorded dev probe: 52 of 118 turns hold such a sentence; ../shared/NOTES-evidence.md, "Coverage").
+# the 1.5B model's recorded probe of the seed on the dev file: 52 of its 118 judged turns hold such a sentence).
 UNCOVERED_SHARE = 0.5
 # ... and it has at least this many content words ("Sure!", "That's cool." carry nothing to judge).
 COVERAGE_WORDS = 2

@@ -1,6 +1,7 @@
 """Pure scoring: turn labels, VISTA scores, and agreement with gold annotations. No LM here.
 
-Definitions (DESIGN.md):
+Definitions (the paper's aggregation step, with this project's rule that no claim is dropped: a failed stage is an
+ERROR claim and makes its turn ``unknown``):
 - safe = VERIFIED, OUT-OF-SCOPE, ABSTENTION; unsafe = CONTRADICTED, LACKING EVIDENCE.
 - A turn is ``hallucinated`` iff some claim is unsafe (or the contradiction check fired); otherwise ``unknown``
   if any claim (or the decomposition) failed, otherwise ``faithful``. A turn with content (``grounding.
@@ -16,8 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
-
-from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
 from .schema import (
     JUDGED_CATEGORIES,
@@ -130,6 +129,8 @@ def turn_metrics(predicted: Sequence[TurnLabel], gold: Sequence[str]) -> dict[st
     ``unknown`` predictions are reported twice: counted wrong (``accuracy``; for P/R/F1 an unknown counts as the
     label opposite to gold) and excluded (``accuracy_excluding_unknown``).
     """
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support  # sets OpenMP variables on import
+
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold labels")
     n = len(gold)
@@ -157,6 +158,8 @@ def turn_metrics(predicted: Sequence[TurnLabel], gold: Sequence[str]) -> dict[st
 
 def claim_metrics(predicted: Sequence[Category], gold: Sequence[Category]) -> dict[str, Any]:
     """Agreement of claim categories with gold categories for the same claims (ERROR counts as wrong)."""
+    from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold categories")
     if not gold:

@@ -1,11 +1,11 @@
 """The ``vista`` command: a thin layer over the library (the tests call the same functions), one module per command
-group: ``evaluate``; ``benchmark`` and ``report``; ``compile`` and ``study``; ``models`` and ``serve``;
-``pairs``; ``data``."""
+group: ``evaluate``; ``benchmark`` and ``report``; ``compile`` and ``study`` (their --train / --dev dialogues:
+``train_dev``); ``models`` and ``serve``; ``pairs``; ``data`` (fetching the datasets); shared options in ``common``, the app in ``app``. ``main``
+keeps litellm off the network (``lm.offline``) before any command runs."""
 
 from __future__ import annotations
 
-import os
-
+from ..lm.offline import offline_litellm
 from . import benchmark, compile, data, evaluate, models, pairs  # noqa: F401 — each registers its commands on the app
 from .app import app
 
@@ -13,5 +13,5 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    offline_litellm()
     app()

@@ -87,7 +87,8 @@ def benchmark(
     dataset. Writes table.md / table.csv (turn accuracy, McNemar marks against vista), abstention.csv (CoCoNot)
     and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
 
-    from ..experiments.bench import Plan, build_system, default_data_dir, parse_datasets, run_benchmark, system_names
+    from ..data.location import data_dir as default_data_dir
+    from ..experiments.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
     from ..experiments.tables import markdown, skipped_lines
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model

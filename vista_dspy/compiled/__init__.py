@@ -1,5 +1,6 @@
-"""Saved programs shipped with the package (``<name>.json`` and its ``<name>.meta.json``), and ``files``: what a
-program file holds, how it is read, checked and written, and its content hash.
+"""Saved programs shipped with the package (``<name>.json`` and its ``<name>.meta.json``), ``files``: what a
+program file holds, how it is read, checked and written, and its content hash, and ``build_seed``: the hand-written
+demos of the seed program and the script that writes ``seed.json`` from them.
 
 A program file is everything per model that changes verdicts: DSPy's state (each predictor's demos and
 instructions, never an LM or a key) and, under the ``vista`` key, the judging options it was chosen with and its

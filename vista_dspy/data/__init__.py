@@ -1,6 +1,6 @@
 """Input loaders: one module per format or benchmark, registered here by name, each returning ``Dialogue`` records
-(the shared file readers are in ``readers``, sampling and load reports in ``loading``). Every loader reports bad
-input as an ``InputError`` that names the file, the record and the field.
+(the shared file readers are in ``readers``, sampling and load reports in ``loading``, where the datasets live in
+``location``). Every loader reports bad input as an ``InputError`` that names the file, the record and the field.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from ..schema import Dialogue
 from .errors import InputError
 from .loading import PARTS, part_of, sample, split
+from .location import data_dir
 from .readers import read_json
 from .registry import LOADERS, Loader, register
 
@@ -42,4 +43,5 @@ def load_dialogues(path: str | Path, format: str | None = None) -> list[Dialogue
     return dialogues
 
 
-__all__ = ["LOADERS", "PARTS", "InputError", "Loader", "load_dialogues", "part_of", "register", "sample", "split"]
+__all__ = ["LOADERS", "PARTS", "InputError", "Loader", "data_dir", "load_dialogues", "part_of", "register", "sample",
+           "split"]

@@ -14,7 +14,6 @@ Every system of a dataset judges the same sampled dialogues, so the McNemar test
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,14 +58,6 @@ ABLATIONS.update({mode: {"claim_calls": mode} for mode in CLAIM_CALLS if mode !=
 ABLATIONS["batched-dialogue"] = {"claim_calls": "batched", "decompose_calls": "per-dialogue"}  # the fewest calls
 for _changes in ABLATIONS.values():  # each is a valid change of the judging options (raises at import otherwise)
     JudgeOptions().replace(**_changes)
-
-
-def default_data_dir() -> Path:
-    """$VISTA_DATA_DIR, else ../shared/data or data/ below the working directory (the first that exists)."""
-    for candidate in (os.environ.get("VISTA_DATA_DIR"), "../shared/data", "data", "/work/shared/data"):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return Path("data")
 
 
 def parse_datasets(spec: str, data_dir: Path) -> dict[str, Path]:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .. import scoring
-from ..metrics import mcnemar_exact
+from ..optimize.metrics import mcnemar_exact
 from ..schema import Category, DialogueVerdict
 
 REFERENCE_SYSTEM = "vista"

@@ -14,6 +14,7 @@ import dspy
 
 from .clients.adapters import build_adapter
 from .clients.engines import SELF_HOSTED_PREFIX, endpoint_engines
+from .offline import offline_litellm
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -40,6 +41,7 @@ class ModelConfig:
     logprobs: bool = True
 
     def build(self) -> dspy.LM:
+        offline_litellm()  # should this LM's calls go through litellm, its import reads the price table it ships
         kwargs: dict = {}
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .models import ModelConfig
+from .offline import offline_litellm
 from .warm_start import ANY_PROGRAM, WarmStart, llama_build, server_key
 from .weights import EMBEDDED, GGUFS, JUDGE, ModelNotFound, gguf_sha256, models_dir, resolve_gguf
 
@@ -308,6 +309,7 @@ class LocalServer:
 def register_local_model(max_tokens: int) -> None:
     """Tell litellm that the local model honours JSON schemas, so DSPy's JSONAdapter sends one and llama.cpp
     enforces it with a grammar (what makes a 1.5B model parse reliably)."""
+    offline_litellm()
     import litellm
 
     litellm.register_model({LOCAL_MODEL: {

@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..metrics import match_claims
 from ..program import Vista
 from ..schema import Dialogue, DialogueVerdict
 from .claim_probes import CATEGORIES, ClaimProbe
 from .cross_fitting import folds
 from .demos import Meter, Pool, install, pool_from_traces
 from .gate import PairedTest
+from .metrics import match_claims
 from .probing import claim_scores, decision_right, probe, probes_of, turn_accuracy
 
 JUDGED_STAGES = ("verify", "categorize")

@@ -53,8 +53,8 @@ def score(program: Vista, dev: Sequence[Dialogue], *, given_claims: bool = False
     Runs on our own runner, not ``dspy.Evaluate``: Evaluate re-submits any example still running after 120 s,
     which a slow local model reaches on long dialogues (duplicate LM calls, wasted minutes)."""
     from .. import scoring
-    from ..metrics import decomposition_agreement
     from ..run.runner import Threads, evaluate
+    from .metrics import decomposition_agreement
 
     finished: list[str] = []
 

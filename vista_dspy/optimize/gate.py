@@ -36,7 +36,7 @@ class PairedTest(BaseModel):
 
     @classmethod
     def of(cls, candidate: Sequence[bool], base: Sequence[bool]) -> PairedTest:
-        from ..metrics import mcnemar_exact
+        from .metrics import mcnemar_exact
 
         if not candidate or len(candidate) != len(base):
             raise ValueError("the two programs were not scored on the same items")

@@ -75,10 +75,9 @@ class RayBackend:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise BackendUnavailable(f"cannot start or join Ray at {self.address or 'a local instance'}: "
                                          f"{exc}") from None
-        # A dead actor process is restarted and the call it was serving is retried. litellm must not try to
-        # download its price table on a closed network (set before it is imported in the worker).
-        actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0,
-                           runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})(JudgeActor)
+        # A dead actor process is restarted and the call it was serving is retried. (litellm stays off the network
+        # in the worker as in this process: the worker builds its LM with ModelConfig.build.)
+        actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)(JudgeActor)
         policy = failures or CallFailures()
         actors = [actor.remote(self.worker_config(i), spec, policy.parse_retries, policy.stop_after)
                   for i in range(self.workers)]

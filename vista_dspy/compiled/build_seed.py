@@ -1,8 +1,8 @@
-"""The seed program: hand-written demonstrations for each stage, shipped as ``compiled/seed.json``.
+"""The build script of the seed program ``compiled/seed.json``: hand-written demonstrations for each stage.
 
 Written for vista-dspy (own wording and domains). Each demo teaches one behaviour of the method, named in its
-``teaches`` key (not rendered to the model). Rebuild the shipped file with ``python -m vista_dspy.seed``; a test
-checks that the file matches this module.
+``teaches`` key (not rendered to the model). Rebuild the shipped file with ``python -m vista_dspy.compiled.build_seed``
+(``--out PATH`` writes elsewhere); a test checks that the file matches this module.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import dspy
 
-from .compiled.files import SEED_PROGRAM, compiled_dir
-from .program import Vista
-from .signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
+from ..program import Vista
+from ..signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
+from .files import SEED_PROGRAM, compiled_dir
 
 DECOMPOSE_DEMOS = [
     {
@@ -260,5 +260,10 @@ def seed_path() -> Path:
 
 
 if __name__ == "__main__":
-    build_seed_program().save_program(seed_path())
-    print(f"wrote {seed_path()}")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write the seed program built from the demos in this module.")
+    parser.add_argument("--out", type=Path, default=seed_path(), help="where to write it (default: %(default)s)")
+    out = parser.parse_args().out
+    build_seed_program().save_program(out)
+    print(f"wrote {out}")

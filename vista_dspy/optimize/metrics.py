@@ -1,7 +1,9 @@
 """Statistics for comparing judges: McNemar's exact test, Krippendorff's alpha, and claim-set matching.
 
 Turn- and claim-level agreement with gold lives in ``scoring`` (accuracy, P/R/F1, macro-F1); this module adds what
-the paper's comparisons need, on top of statsmodels, krippendorff and scipy rather than hand-rolled formulas.
+the paper's comparisons need, on top of statsmodels, krippendorff and scipy rather than hand-rolled formulas. It sits
+with the optimizers because a program is chosen by these numbers (the gate's paired test, the claims protocol's
+matching against human claims); ``experiments`` and the benchmark scripts compare judges with the same functions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from statsmodels.stats.contingency_tables import mcnemar as _mcnemar
 
-from .data.vista import normalize_speakers
+from ..data.vista import normalize_speakers
 
 
 def mcnemar_exact(gold: Sequence[Any], system_a: Sequence[Any], system_b: Sequence[Any]) -> dict[str, Any]:

@@ -1,0 +1,49 @@
+"""The --train and --dev dialogues of `vista compile` and `vista study`: ``DATASET[=PATH][:part]`` specs read from the
+data folder into two disjoint sets, each with its description; a dev set without gold turn labels is refused
+before the first LM call."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+
+def train_and_dev(train: str, dev: str, data_dir: Path | None, seed: int, n_train: int | None,
+                   n_dev: int | None) -> tuple[tuple[list, dict], tuple[list, dict]]:
+    """The --train and --dev dialogues of `vista compile` / `vista study`, each with its description."""
+    from ..data.location import data_dir as default_data_dir
+    from ..experiments.bench import load_dataset
+
+    data_dir = data_dir or default_data_dir()
+    load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))  # train and dev: one file
+    train_part, dev_part = _compile_split(train, data_dir, seed, n_train, load), _compile_split(dev, data_dir, seed,
+                                                                                                 n_dev, load)
+    overlap = {d.id for d in train_part[0]} & {d.id for d in dev_part[0]}
+    if overlap:
+        raise ValueError(f"train and dev share {len(overlap)} dialogues (e.g. {sorted(overlap)[0]}); use disjoint "
+                         "parts")
+    _require_turn_labels(dev_part[0], dev)
+    return train_part, dev_part
+
+
+def _require_turn_labels(dialogues: list, spec: str) -> None:
+    """Candidates are scored, and gated against the seed, on gold turn labels: a dev set without any is refused
+    before the first LM call."""
+    if not any(d.turns[i].gold is not None and d.turns[i].gold.label is not None
+               for d in dialogues for i in d.judged_turns):
+        raise ValueError(f"--dev {spec}: no judged turn has a gold label to score candidates on; use a dataset with "
+                         "turn labels (vista-human, begin, fade, faithdial, ais, rgm-contradictions)")
+
+
+def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Callable) -> tuple[list, dict]:
+    """DATASET[=PATH][:part] -> (dialogues, description); parts as in ``data.PARTS`` (default all)."""
+    from ..data import PARTS, part_of, sample
+    from ..experiments.bench import parse_datasets
+
+    head, _, part = spec.rpartition(":") if spec.rsplit(":", 1)[-1] in PARTS else (spec, "", "all")
+    [(dataset, path)] = parse_datasets(head, data_dir).items()
+    dialogues = part_of(load(dataset, path), part, seed)
+    if n is not None and n < len(dialogues):
+        dialogues = sample(dialogues, n, seed)
+    return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}
