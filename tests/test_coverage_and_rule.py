@@ -219,7 +219,7 @@ def test_a_replayed_turn_with_content_but_no_claim_is_unknown_as_the_live_judge_
 
 
 def test_a_probe_that_does_not_record_the_program_it_would_compile_is_refused(tmp_path):
-    from vista_dspy.optimize.rule_gate import NotLive, compile_from_probe
+    from vista_dspy.optimize.probe_compile import NotLive, compile_from_probe
 
     rows = [ClaimRow("Lisbon is a capital.", dict.fromkeys(CUES, 0.0), None, None, "VERIFIED", "VERIFIED")]
     turns = [TurnRows("a", 1, "faithful", rows), TurnRows("b", 1, "faithful", rows)]

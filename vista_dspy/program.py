@@ -8,6 +8,10 @@ The turn loop is a generator that yields batches of stage calls (``stages`` runs
 all per-dialogue state -- knowledge store, history, usage -- lives in its locals, so one ``Vista`` instance can
 judge many dialogues at once. How a record becomes a prompt is ``prompts``'; the modes that ask about several claims
 in one call are ``batching``'s.
+
+(Over 400 lines on purpose: this file is the method read top to bottom, one step after another; its helpers already
+live in ``stages``, ``batching``, ``prompts``, ``claim_verdicts`` and ``scoring``, and the steps left here share the
+turn loop's locals.)
 """
 
 from __future__ import annotations

@@ -200,8 +200,8 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str,
     """``vista compile --probe``: the rule chosen and gated on a recorded probe, with no LM."""
     from ..lm.models import program_name_for
     from ..optimize.compile import save_compiled
+    from ..optimize.probe_compile import compile_from_probe
     from ..optimize.probe_records import ProbeError
-    from ..optimize.rule_gate import compile_from_probe
 
     if optimizer != "rule":
         raise fail(f"--probe applies to the rule optimizer, not {optimizer}")

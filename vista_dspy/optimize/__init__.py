@@ -1,10 +1,12 @@
 """Everything that chooses a program for a model.
 
-- ``compile``: the compile and its gate, saving; ``gate``: the paired tests and the meta record; ``dev_score``:
+- ``compile``: the compile and its gate, saving; ``gate``: the paired tests and the meta record; ``metrics``:
+  the statistics that compare judges (accuracy, F1, McNemar, Krippendorff's alpha, claim matching); ``dev_score``:
   a program's scores on dev dialogues and the gate on them.
 - The optimizers: ``rule_fitting`` (the default ``rule``: a decision rule fitted on judged turns, scored on them,
-  chosen cross-fitted); ``rule_gate`` (``vista compile --probe``: the two-threshold rule chosen and gated on a
-  recorded probe, no LM); ``choosing`` (``claims``); ``teleprompters`` (``labeled``, ``bootstrap``,
+  chosen cross-fitted); ``rule_gate`` (the claim threshold with a turn model, or issue 35's two thresholds, chosen two-fold and
+  gated on a recorded probe, no LM); ``turn_fitting`` (a rule's turn model, chosen by held-out log-likelihood);
+  ``probe_compile`` (``vista compile --probe``: the program a live probe recorded, with that rule); ``choosing`` (``claims``); ``teleprompters`` (``labeled``, ``bootstrap``,
   ``random-search``, ``mipro``); ``study`` (optuna studies).
 - Their shared parts: ``judged_turns`` (judged turns and claims as a rule sees them, labelled through the human
   claims); ``probe_records`` (a real-model probe's turns saved and read back); ``probing`` (judging human claims
