@@ -1,12 +1,12 @@
 """One rule for claims and turns, and the gate a rule-compiled program must pass, computed from a recorded probe (no
 LM call): the arithmetic that ``vista compile --optimizer rule --probe DIR`` and ``benchmarks/rule_table.py`` run.
 
-- ``fit_two_thresholds``: the rule's models fitted on the claims of some turns, then two thresholds chosen on
-  cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for
+- ``fit_for_turns`` (``"threshold"``): the rule's models fitted on the claims of some turns, then two thresholds
+  chosen on cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for
   the claim decisions, then the lower turn threshold for the most doubtful claim of each turn
   (``decision.most_doubtful``) for the turn labels. A turn needs every unsafe claim found; a claim only its own.
 - ``two_fold``: every turn decided by a recipe run on the other half of the file only.
-- ``fit_with_turn_model`` / ``choose_turn_model_rule``: the claim threshold as above and a turn model
+- ``fit_for_turns`` (``"model"``) / ``choose_turn_model_rule``: the claim threshold as above and a turn model
   (``turn_fitting``) in place of the turn threshold.
 - ``gate``: claim decisions significantly better than the base's (exact McNemar on the claims both decided, each
   with an annotators' judgement) and turn accuracy not worse by more than ``TURN_MARGIN``; beside it the turn
@@ -73,36 +73,58 @@ def _accuracies(decided: Sequence[TurnDecision], claim: float, turn: float | Non
     return turns_right / max(turns, 1), claims_right / max(claims, 1)
 
 
+def _mean(decided: Sequence[Sequence[TurnDecision]], claim: float, turn: float | None) -> tuple[float, float]:
+    """(turn accuracy, claim decisions) at these thresholds, averaged over the cross-fittings in ``decided``."""
+    pairs = [_accuracies(d, claim, turn) for d in decided]
+    return sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs)
+
+
+def choose_claim_threshold(decided: Sequence[Sequence[TurnDecision]]) -> float:
+    """The claim threshold with the best claim decisions (no turn threshold); ties go to the one nearest 0.5."""
+    return max(THRESHOLDS, key=lambda t: (_mean(decided, t, None)[1], -abs(t - 0.5)))
+
+
 def choose_thresholds(decided: Sequence[Sequence[TurnDecision]]) -> dict[str, float]:
-    """The claim threshold with the best claim decisions, then the turn threshold (at most the claim threshold;
+    """The claim threshold (``choose_claim_threshold``), then the turn threshold (at most the claim threshold;
     equal: no lower bar) with the most turns right, then the best claim decisions; ties go to the threshold nearest
     0.5. ``decided``: one or more cross-fittings of the same turns (P(unsafe) from models that did not see their
     dialogue); each accuracy is their mean, so that one split's luck does not pick the threshold."""
-    def mean(claim: float, turn: float | None) -> tuple[float, float]:
-        pairs = [_accuracies(d, claim, turn) for d in decided]
-        return sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs)
-
-    claim = max(THRESHOLDS, key=lambda t: (mean(t, None)[1], -abs(t - 0.5)))
-    turn = max((t for t in THRESHOLDS if t <= claim), key=lambda t: (*mean(claim, t), -abs(t - 0.5)))
-    turns, claims = mean(claim, turn)
+    claim = choose_claim_threshold(decided)
+    turn = max((t for t in THRESHOLDS if t <= claim), key=lambda t: (*_mean(decided, claim, t), -abs(t - 0.5)))
+    turns, claims = _mean(decided, claim, turn)
     return {"claim": claim, "turn": turn, "turn_accuracy": round(turns, 4), "claim_decisions": round(claims, 4)}
 
 
 REPEATS = 5  # cross-fittings (random halves of the dialogues) whose mean accuracy chooses the thresholds
+# How a rule decides a turn with no unsafe claim: a lower threshold for its most doubtful claim (issue 35), or a turn
+# model that knows the claim count (issue 40, ``turn_fitting``).
+TURN_DECISIONS = ("threshold", "model")
 
 
-def fit_two_thresholds(turns: Sequence[TurnRows], features: Sequence[str], *, repeats: int = REPEATS
-                       ) -> tuple[DecisionRule, dict[str, Any]]:
-    """A rule over ``features`` fitted on every claim of ``turns``, its thresholds chosen on ``repeats``
-    cross-fittings over random halves of the dialogues (``choose_thresholds``)."""
+def fit_for_turns(turns: Sequence[TurnRows], features: Sequence[str], turns_by: str, *, repeats: int = REPEATS
+                  ) -> tuple[DecisionRule, dict[str, Any]]:
+    """A rule over ``features`` fitted on every claim of ``turns``, its claim threshold chosen for claim decisions
+    on ``repeats`` cross-fittings over random halves of the dialogues; then, by ``turns_by``, the turn threshold
+    chosen on the same cross-fittings (``choose_thresholds``), or a turn model fitted on the turn labels of their
+    P(unsafe) and chosen by held-out log-likelihood (``turn_fitting.choose_turn_model``)."""
+    from .turn_fitting import choose_turn_model, examples
+
+    if turns_by not in TURN_DECISIONS:
+        raise ValueError(f"turns_by is one of {', '.join(TURN_DECISIONS)}, not {turns_by!r}")
     inner = [cross_fitted(turns, random_halves(turns, r), lambda part: fit_rule(part, features))[0]
              for r in range(repeats)]
-    chosen = choose_thresholds(inner)
+    if turns_by == "threshold":
+        chosen = choose_thresholds(inner)
+        turn_rule = {"turn_threshold": chosen["turn"] if chosen["turn"] < chosen["claim"] else None}
+    else:
+        claim = choose_claim_threshold(inner)
+        turn_model, turn_record = choose_turn_model([e for d in inner for e in examples(d, claim)])
+        chosen = {"claim": claim, "claim_decisions": round(_mean(inner, claim, None)[1], 4), "turn_model": turn_record}
+        turn_rule = {"turn_threshold": None, "turn": turn_model}
     rule = fit_rule(turns, features)
     role = "judged" if rule.judged is not None else "evidence"
     model = getattr(rule, role).model_copy(update={"threshold": chosen["claim"]})
-    turn = chosen["turn"] if chosen["turn"] < chosen["claim"] else None
-    rule = rule.model_copy(update={role: model, "turn_threshold": turn})
+    rule = rule.model_copy(update={role: model, **turn_rule})
     return DecisionRule.model_validate(rule.model_dump()), chosen
 
 
@@ -114,61 +136,42 @@ WITH_JUDGE = "evidence + verify"
 WITHOUT_JUDGE = "evidence"
 
 
-def choose_two_threshold_rule(turns: Sequence[TurnRows], log: Callable[[str], None] = lambda message: None
-                              ) -> tuple[DecisionRule, dict[str, Any]]:
-    """The two-threshold rule over the cues and Verify's probability (the cues alone when the probe has no
-    probabilities), fitted on all ``turns`` (``fit_two_thresholds``). No cascade: every claim is asked."""
+def choose_rule_for_turns(turns: Sequence[TurnRows], turns_by: str,
+                          log: Callable[[str], None] = lambda message: None) -> tuple[DecisionRule, dict[str, Any]]:
+    """The rule over the cues and Verify's probability (the cues alone when the probe has no probabilities), fitted
+    on all ``turns`` (``fit_for_turns``). No cascade: every claim is asked."""
     has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
     chosen = WITH_JUDGE if has_probabilities else WITHOUT_JUDGE
-    rule, record = fit_two_thresholds(turns, FEATURE_SETS[chosen])
-    log(f"   {chosen}: claim threshold {record['claim']:.2f}, turn threshold {record['turn']:.2f}; cross-fitted "
-        f"turns {record['turn_accuracy']:.3f}, claim decisions {record['claim_decisions']:.3f}")
+    rule, record = fit_for_turns(turns, FEATURE_SETS[chosen], turns_by)
+    if turns_by == "threshold":
+        log(f"   {chosen}: claim threshold {record['claim']:.2f}, turn threshold {record['turn']:.2f}; cross-fitted "
+            f"turns {record['turn_accuracy']:.3f}, claim decisions {record['claim_decisions']:.3f}")
+        fitted = {"thresholds": {k: record[k] for k in ("claim", "turn")}}
+    else:
+        log(f"   {chosen}: claim threshold {record['claim']:.2f}; turn model "
+            f"{rule.turn.describe() if rule.turn else 'none'} (chosen by held-out log-likelihood: "
+            f"{record['turn_model'].get('chosen')})")
+        fitted = {"thresholds": {"claim": record["claim"]}, "turn_model": record["turn_model"].get("chosen")}
     record["features"] = chosen
+    # The evidence-only rule carries the turn model itself; a turn threshold is carried over here.
     rule = with_cascade(rule, None) if rule.judged is not None else rule.evidence_only().model_copy(
         update={"turn_threshold": rule.turn_threshold})
     return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
         "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
         "source": "decomposed claims, labelled through the human claims they match", "features": chosen,
-        "thresholds": {k: record[k] for k in ("claim", "turn")}}}), record
+        **fitted}}), record
 
 
-def fit_with_turn_model(turns: Sequence[TurnRows], features: Sequence[str], *, repeats: int = REPEATS
-                        ) -> tuple[DecisionRule, dict[str, Any]]:
-    """A rule over ``features`` fitted on every claim of ``turns``: its claim threshold chosen for claim decisions
-    on ``repeats`` cross-fittings over random halves of the dialogues (``choose_thresholds``), and a turn model
-    (``turn_fitting.choose_turn_model``) fitted on the turn labels of those cross-fitted P(unsafe), chosen by
-    held-out log-likelihood. No turn threshold."""
-    from .turn_fitting import choose_turn_model, examples
-
-    inner = [cross_fitted(turns, random_halves(turns, r), lambda part: fit_rule(part, features))[0]
-             for r in range(repeats)]
-    chosen = choose_thresholds(inner)
-    data = [e for decided in inner for e in examples(decided, chosen["claim"])]
-    turn_model, turn_record = choose_turn_model(data)
-    rule = fit_rule(turns, features)
-    role = "judged" if rule.judged is not None else "evidence"
-    model = getattr(rule, role).model_copy(update={"threshold": chosen["claim"]})
-    rule = rule.model_copy(update={role: model, "turn_threshold": None, "turn": turn_model})
-    return DecisionRule.model_validate(rule.model_dump()), {"claim": chosen["claim"],
-                                                            "claim_decisions": chosen["claim_decisions"],
-                                                            "turn_model": turn_record}
+def choose_two_threshold_rule(turns: Sequence[TurnRows], log: Callable[[str], None] = lambda message: None
+                              ) -> tuple[DecisionRule, dict[str, Any]]:
+    """Issue 35's recipe: a claim threshold and a lower turn threshold (``choose_rule_for_turns``)."""
+    return choose_rule_for_turns(turns, "threshold", log)
 
 
 def choose_turn_model_rule(turns: Sequence[TurnRows], log: Callable[[str], None] = lambda message: None
                            ) -> tuple[DecisionRule, dict[str, Any]]:
-    """``choose_two_threshold_rule`` with a turn model in place of the turn threshold (``fit_with_turn_model``)."""
-    has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
-    chosen = WITH_JUDGE if has_probabilities else WITHOUT_JUDGE
-    rule, record = fit_with_turn_model(turns, FEATURE_SETS[chosen])
-    log(f"   {chosen}: claim threshold {record['claim']:.2f}; turn model "
-        f"{rule.turn.describe() if rule.turn else 'none'} (chosen by held-out log-likelihood: "
-        f"{record['turn_model'].get('chosen')})")
-    record["features"] = chosen
-    rule = with_cascade(rule, None) if rule.judged is not None else rule.evidence_only()
-    return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
-        "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
-        "source": "decomposed claims, labelled through the human claims they match", "features": chosen,
-        "thresholds": {"claim": record["claim"]}, "turn_model": record["turn_model"].get("chosen")}}), record
+    """Issue 40's recipe: a claim threshold and a turn model (``choose_rule_for_turns``)."""
+    return choose_rule_for_turns(turns, "model", log)
 
 
 Recipe = Callable[[Sequence[TurnRows]], DecisionRule]
