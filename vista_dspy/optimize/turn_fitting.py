@@ -72,9 +72,8 @@ def fit_turn_model(data: Sequence[TurnExample], features: Sequence[str], C: floa
                      intercept=round(float(model.intercept_[0]), 6))
 
 
-def log_likelihood(model: TurnModel | None, data: Sequence[TurnExample]) -> float:
-    """Mean log-likelihood of the turn labels under ``model`` (None: the base rate is not known, so every turn
-    faithful with probability 1 - 1e-6 would be wrong; callers never score None)."""
+def log_likelihood(model: TurnModel, data: Sequence[TurnExample]) -> float:
+    """Mean log-likelihood of the turn labels under ``model`` (probabilities clipped to [1e-6, 1 - 1e-6])."""
     total = 0.0
     for e in data:
         p = min(max(model.probability(e.p_unsafe), 1e-6), 1 - 1e-6)
