@@ -30,7 +30,7 @@ def claim_verdict(rule: DecisionRule | None, claim: str | GoldClaim, verified: S
     raw = "VERIFIED" if said_verified else categorized.prediction.category
     stage = "verify" if said_verified else "categorize"
     explanation = (verified.prediction.get("explanation") or "" if said_verified
-                   else categorized.prediction.explanation or "")
+                   else categorized.prediction.get("explanation") or f"Categorized {raw}: {describe(cues)}.")
     if rule is None:
         return ClaimVerdict(category=Category(raw), explanation=explanation, stage=stage, **common)
     probabilities = common["probabilities"]

@@ -94,3 +94,9 @@ def uncovered_sentences(turn: str, claims: Sequence[str]) -> list[str]:
     if not claims and not found:
         found = [s for s in sentences if content_words(s)]
     return found
+
+
+def sentence_units(turn: str) -> list[str]:
+    """The units a turn is judged in without Decompose (``units="sentences"``): its statements (not questions) that
+    hold a content word, in order. A turn of questions and pleasantries has none: it claims nothing."""
+    return [s for s in split_sentences(turn) if not s.endswith("?") and content_words(s)]

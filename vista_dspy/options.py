@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 DecomposeCalls = Literal["per-turn", "per-dialogue"]
+Units = Literal["claims", "sentences"]
+UNITS: tuple[str, ...] = ("claims", "sentences")
 DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 # The paper's method. Batched judging costs about half the calls but, with the local model, found fewer
 # hallucinated turns end to end (F1 0.574 vs 0.727 on the dev file, 95 % CI of the drop 0.054-0.267;
@@ -43,6 +45,12 @@ class JudgeOptions(BaseModel):
     ``empty_turns``: how a turn with content from which Decompose took no claim is labelled -- "unknown" (default:
     a failed decomposition, with its reason, counted as a failure by every gate) or "faithful" (the paper's reading:
     a turn with no claims is faithful).
+    ``explain_unverified``: Categorize writes an explanation before its category (default True, the paper's method;
+    False: its category alone, and the claim's explanation is a reading of its evidence cues -- where no one reads
+    the explanation: a reward, a gate, a metric inside an optimizer, a compile probe). Per-claim judging only.
+    ``units``: what is judged -- "claims" (Decompose's atomic claims: VISTA's method) or "sentences" (each
+    statement of the turn with a content word is a unit: no Decompose call; the store accumulates the accepted
+    sentences, background turns' sentences seed it).
     ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
     ``ungrounded``). ``coverage``: a sentence of the turn most of whose content words no claim carries is judged
     too, as a claim of its own marked ``added_by="coverage"`` (a turn with content then never ends with no claim;
@@ -71,6 +79,8 @@ class JudgeOptions(BaseModel):
     decompose_calls: DecomposeCalls = DEFAULT_DECOMPOSE_CALLS
     reasoning: tuple[Literal["decompose", "verify", "categorize"], ...] = ()
     explain_verified: bool = False
+    explain_unverified: bool = True
+    units: Units = "claims"
     check_grounding: bool = True
     coverage: bool = False
     empty_turns: Literal["unknown", "faithful"] = "unknown"
@@ -127,7 +137,8 @@ class JudgeOptions(BaseModel):
 # Options that describe the endpoint or the run, not the program: a program file never carries them.
 NOT_SAVED = ("short_answer_tokens", "label_probabilities", "given_claims", "categorize_all")
 # Options added after programs were first saved, with their defaults: a program file carries one only when it differs.
-SAVED_WHEN_CHANGED: dict[str, Any] = {"coverage": False, "empty_turns": "unknown"}
+SAVED_WHEN_CHANGED: dict[str, Any] = {"coverage": False, "empty_turns": "unknown", "explain_unverified": True,
+                                      "units": "claims"}
 OPTION_NAMES: tuple[str, ...] = tuple(JudgeOptions.model_fields)
 
 # The CLI's flag names that differ from the option names (`vista evaluate --context` sets use_context, ...).
@@ -143,6 +154,8 @@ FLAG_NAMES: dict[str, str] = {
     "decompose_calls": "decompose_calls",
     "reasoning": "reasoning",
     "explain_verified": "explain_verified",
+    "explain_unverified": "explain_unverified",
+    "units": "units",
     "check_grounding": "check_grounding",
     "coverage": "coverage",
     "empty_turns": "empty_turns",

@@ -29,7 +29,7 @@ from .claim_verdicts import as_most_doubtful, by_evidence_verdict, claim_verdict
 from .compiled.files import ProgramFile, content_hash, read_program, write_program
 from .decision import DecisionRule, by_evidence, most_doubtful, turn_call
 from .evidence import evidence_of
-from .grounding import content_words, says_something, split_grounded, uncovered_sentences
+from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
 from .options import JudgeOptions
 from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
 from .schema import (
@@ -217,7 +217,8 @@ class Vista(StagedModule):
                    ) -> type[dspy.Signature] | None:
         """The signature a stage is called with when it differs from the saved one (+ctx, chain of thought, a label
         without explanation)."""
-        label_alone = (stage == "verify" and not self.options.explain_verified
+        explains = {"verify": self.options.explain_verified, "categorize": self.options.explain_unverified}
+        label_alone = (stage in explains and not explains[stage]
                        and self.options.claim_calls == "per-claim")  # a batched answer always explains
         reasoning = stage in self.options.reasoning
         if not history and not reasoning and not label_alone:
@@ -273,8 +274,9 @@ class Vista(StagedModule):
         questions = self._questions()
 
         # 1. Claims: given, or decomposed.
-        to_decompose = [i for i, t in enumerate(dialogue.turns)
-                        if t.role == "assistant" and not (given is not None and i in given)]
+        sentences = options.units == "sentences"
+        to_decompose = [] if sentences else [i for i, t in enumerate(dialogue.turns)
+                                             if t.role == "assistant" and not (given is not None and i in given)]
         decomposed = (yield from self._decompose(dialogue, to_decompose, questions["decompose"], usage)
                       ) if to_decompose else {}
 
@@ -283,6 +285,8 @@ class Vista(StagedModule):
                 continue
             if given is not None and index in given:
                 claims = ClaimsOfTurn(given[index], "given")
+            elif sentences:
+                claims = ClaimsOfTurn(sentence_units(turn.text), "sentences")
             else:
                 claims = self._decomposed_claims(decomposed[index], dialogue, index)
             if not turn.judged:

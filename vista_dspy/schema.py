@@ -192,16 +192,24 @@ class Dialogue(_Record):
 
 
 class UsageCounts(_Record):
+    """Calls and tokens as the endpoint counted them; with an endpoint that reports its own timings (llama.cpp's
+    ``timings``, ``lm.clients.timings``) also the prompt tokens its prefix cache served and the milliseconds the
+    model spent reading the rest and writing the answer (zero where the endpoint reports none)."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    prompt_ms: float = 0.0
+    generation_ms: float = 0.0
 
     def __add__(self, other: UsageCounts) -> UsageCounts:
-        return UsageCounts(
-            calls=self.calls + other.calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-        )
+        return UsageCounts(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
+
+    @property
+    def model_ms(self) -> float:
+        """The model's own time: reading the uncached prompt and writing the answer."""
+        return self.prompt_ms + self.generation_ms
 
 
 class Usage(_Record):
@@ -276,7 +284,7 @@ class TurnVerdict(_Record):
     text: str
     grounding: Literal["document", "knowledge_only"]
     claims: list[ClaimVerdict]
-    claims_source: Literal["decomposed", "given"]
+    claims_source: Literal["decomposed", "given", "sentences"]
     label: TurnLabel
     score: float | None
     # The numbered knowledge store exactly as the judge saw it for this turn.

@@ -199,9 +199,9 @@ def with_reasoning(signature: type[dspy.Signature]) -> type[dspy.Signature]:
 
 @_variant
 def label_only(signature: type[dspy.Signature]) -> type[dspy.Signature]:
-    """Verify answering with its label alone, no explanation: the explanation a user reads for an unverified claim
-    is Categorize's, so Verify's is seen only on VERIFIED claims (a third of the tokens of a turn with the local
-    model). Demos keep their explanations in the saved program; DSPy shows only the fields a signature has."""
+    """Verify (or Categorize) answering with its label alone, no explanation: the explanation a user reads for an
+    unverified claim is Categorize's, so Verify's is seen only on VERIFIED claims (a third of the tokens of a turn
+    with the local model); Categorize's is left out where no one reads it (``explain_unverified``). Demos keep their explanations in the saved program; DSPy shows only the fields a signature has."""
     return signature.delete("explanation")
 
 

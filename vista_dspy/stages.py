@@ -129,6 +129,9 @@ def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
             calls=len(entries),
             prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
             completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
+            cached_prompt_tokens=sum(int(e.get("server_cached_tokens") or 0) for e in entries),
+            prompt_ms=round(sum(float(e.get("server_prompt_ms") or 0) for e in entries), 3),
+            generation_ms=round(sum(float(e.get("server_generation_ms") or 0) for e in entries), 3),
         )
         for model, entries in tracker.usage_data.items()
     }

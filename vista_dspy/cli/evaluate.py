@@ -99,6 +99,21 @@ ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
          "(a third of Verify's written tokens with the local model, and its decisions were no worse; an unverified "
          "claim still gets Categorize's explanation). Per-claim judging only: batched answers always explain."
          + SAVED.format("off"), show_default=False)]
+ExplainUnverifiedOption = Annotated[Optional[bool], typer.Option(
+    help="Categorize writes a short explanation before its category (the paper's method). Off: its category alone, "
+         "and the claim's explanation reads its evidence cues (for runs whose explanations no one reads: about a "
+         "third of the tokens the local model writes). Per-claim judging only." + SAVED.format("on"),
+    show_default=False)]
+
+
+class Units(str, Enum):
+    claims = "claims"
+    sentences = "sentences"
+
+
+UnitsOption = Annotated[Optional[Units], typer.Option(
+    help="What is judged: claims (Decompose's atomic claims, VISTA's method) or sentences (each statement of the "
+         "turn with content is a unit: no Decompose call)." + SAVED.format("claims"), show_default=False)]
 CheckGroundingOption = Annotated[Optional[bool], typer.Option(
     help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "
@@ -177,6 +192,8 @@ def evaluate(
     decompose_calls: DecomposeCallsOption = None,
     reasoning: ReasoningOption = None,
     explain_verified: ExplainVerifiedOption = None,
+    explain_unverified: ExplainUnverifiedOption = None,
+    units: UnitsOption = None,
     check_grounding: CheckGroundingOption = None,
     coverage: CoverageOption = None,
     empty_turns: EmptyTurnsOption = None,
@@ -211,6 +228,7 @@ def evaluate(
     flags = from_flags(context=context, accumulate=accumulate, history=history, zero_shot=zero_shot,
                        contradiction_check=contradiction_check, background=background, claim_calls=claim_calls,
                        decompose_calls=decompose_calls, reasoning=reasoning, explain_verified=explain_verified,
+                       explain_unverified=explain_unverified, units=units,
                        check_grounding=check_grounding, coverage=coverage, empty_turns=empty_turns,
                        judge_given_claims=judge_given_claims or None)
     if label_probabilities is not None:

@@ -14,6 +14,7 @@ import dspy
 
 from .clients.adapters import build_adapter
 from .clients.engines import SELF_HOSTED_PREFIX, endpoint_engines
+from .clients.timings import TimedLM
 from .offline import offline_litellm
 
 DEFAULT_MAX_TOKENS = 1024
@@ -57,7 +58,7 @@ class ModelConfig:
                 # DSPy's own HTTP engine speaks OpenAI's dialect here and sends `max_completion_tokens`, which
                 # llama.cpp and older vLLM ignore; litellm sends `max_tokens` (as does `hosted_vllm/`).
                 kwargs["engine"] = "litellm"
-        return dspy.LM(
+        return TimedLM(
             self.model,
             temperature=self.temperature,
             max_tokens=self.max_tokens,

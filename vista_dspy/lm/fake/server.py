@@ -148,11 +148,14 @@ class FakeOpenAIServer:
                 choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                 if body.get("logprobs") and logprobs:
                     choice["logprobs"] = token_logprobs(text, distributions)
+                read, written = len(system + prompt) // 4, len(text) // 4
                 self._send(200, {
                     "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [choice],
-                    "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
-                              "total_tokens": (len(system + prompt) + len(text)) // 4},
+                    "usage": {"prompt_tokens": read, "completion_tokens": written, "total_tokens": read + written},
+                    # llama.cpp's own account of the call (lm.clients.timings): 1 ms per token read, 10 per written.
+                    "timings": {"cache_n": 0, "prompt_n": read, "prompt_ms": float(read),
+                                "predicted_n": written, "predicted_ms": 10.0 * written},
                 })
 
         class Server(http.server.ThreadingHTTPServer):
