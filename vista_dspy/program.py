@@ -155,6 +155,15 @@ class Vista(StagedModule):
 
         return cls.from_program(program_for_model(model), **changes)
 
+    @property
+    def needs_lm(self) -> bool:
+        """Whether judging calls an LM at all: not when the turn's sentences are the units and the evidence cues
+        decide every one of them (``rule.evidence_only``) -- the tier with no LM."""
+        rule = self.rule
+        evidence_decides_all = (rule is not None and rule.cascade is not None and rule.cascade.low >= rule.cascade.high)
+        return not (self.options.units == "sentences" and evidence_decides_all and not self.options.check_contradictions
+                    and not self.options.given_claims)
+
     def program_file(self, name: str | None = None) -> ProgramFile:
         """What a program file holds for this judge: demos and instructions, saved options, decision rule."""
         state = self.dump_state()

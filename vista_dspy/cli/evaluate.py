@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -237,10 +238,12 @@ def evaluate(
     with_program_adapter(lm_setup, judge, adapter, console)
     if isinstance(judge, Vista):
         lm_setup.judging_with(judge)
+        if not judge.needs_lm:
+            lm_setup.server = contextlib.nullcontext()  # the evidence decides every sentence: no model is started
     config = lm_setup.config
-    console.print(f"judging {len(dialogues)} dialogues with [bold]{config.model}[/]"
-                  f"{f' at {config.api_base}' if config.api_base else ''}, {describe_judge(judge)}",
-                  highlight=False)
+    with_lm = "no LM" if isinstance(judge, Vista) and not judge.needs_lm else (
+        f"[bold]{config.model}[/]{f' at {config.api_base}' if config.api_base else ''}")
+    console.print(f"judging {len(dialogues)} dialogues with {with_lm}, {describe_judge(judge)}", highlight=False)
 
     suffix = "" if system is System.vista else f"__{system.value}"
     out = out or Path("vista-runs") / f"{slug(input.stem)}__{slug(model or 'local')}{suffix}"

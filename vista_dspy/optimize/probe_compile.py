@@ -33,12 +33,16 @@ class NotLive(ValueError):
 
 
 def probe_program(meta: dict[str, Any], has_coverage: bool, name: str):
-    """The program a probe recorded, rebuilt: the seed's demos and instructions with the probe's judging options
-    (coverage), checked against the probe's program hash. A probe without a hash, or of another program (e.g. a
-    replay of the seed's claims judged again), is refused: a rule is fitted only on the program as it ran."""
+    """The program a probe recorded, rebuilt: the seed's demos and instructions with the probe's saved judging
+    options (those a program file keeps: coverage, units, explain_unverified ...), checked against the probe's
+    program hash. A probe without a hash, or of another program (e.g. a replay of the seed's claims judged again),
+    is refused: a rule is fitted only on the program as it ran."""
+    from ..options import NOT_SAVED, JudgeOptions
     from ..program import Vista
 
-    program = Vista.from_program(None, coverage=has_coverage)
+    recorded_options = {k: v for k, v in (meta.get("options") or {}).items()
+                        if k in JudgeOptions.model_fields and k not in NOT_SAVED}
+    program = Vista.from_program(None, **{**recorded_options, "coverage": has_coverage})
     program.program_name = name
     recorded = meta.get("program_sha256")
     if recorded is None:
@@ -46,7 +50,7 @@ def probe_program(meta: dict[str, Any], has_coverage: bool, name: str):
                       "(benchmarks/record_probe.py records one from a `vista evaluate` run)")
     if recorded != program.content_hash():
         raise NotLive(f"the probe recorded program {recorded[:12]}, not the program it would compile "
-                      f"({program.content_hash()[:12]}: the seed{' with coverage' if has_coverage else ''}): "
+                      f"({program.content_hash()[:12]}: the seed with the probe's options): "
                       "record a probe of that program")
     return program
 

@@ -3,7 +3,7 @@ small JSONL file, read back for fitting and gating with no LM and no dataset at 
 
 A record holds no text of the dataset: a turn is named by its dialogue id and turn index, and carries its gold label
 and the half of the file it belongs to; a claim carries the model's own claim text (a sentence that coverage added
-is the turn's own text, so it is left out), its evidence cues, the judge's label and label probabilities, and the
+is the turn's own text, so it is left out, as is every unit of a program that judges the turn's sentences), its evidence cues, the judge's label and label probabilities, and the
 annotators' judgement it was matched to. ``probe.json`` beside it says how the probe was made (command, commit,
 program hash, model, date, the data file's sha256, wall time).
 """
@@ -24,20 +24,23 @@ META = "probe.json"
 CLAIM_FIELDS = ("claim", "added_by", "cues", "verify", "categorize", "categorize_all", "judge", "gold")
 
 
-def _claim_record(row: ClaimRow) -> dict[str, Any]:
+def _claim_record(row: ClaimRow, sentences: bool = False) -> dict[str, Any]:
     added = row.cues.get("coverage", 0.0) == 1.0
-    return {"claim": None if added else row.claim, "added_by": "coverage" if added else None, "cues": row.cues,
+    return {"claim": None if added or sentences else row.claim, "added_by": "coverage" if added else None, "cues": row.cues,
             "verify": row.verify, "categorize": row.categorize, "categorize_all": row.categorize_all,
             "judge": row.judge, "gold": row.gold}
 
 
 def write_probe(directory: Path, turns: Sequence[TurnRows], half_of: Mapping[str, str], meta: dict[str, Any]) -> Path:
-    """Write ``turns.jsonl`` (a line per judged turn, in order) and ``probe.json`` into ``directory``."""
+    """Write ``turns.jsonl`` (a line per judged turn, in order) and ``probe.json`` into ``directory``. A probe of a
+    program judging the turn's sentences (``meta["options"]["units"]``) keeps no claim text: each is the dataset's
+    own (``grounding.sentence_units`` of the turn gives them back, in order)."""
+    sentences = (meta.get("options") or {}).get("units") == "sentences"
     directory.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"dialogue_id": t.dialogue_id, "turn_index": t.turn_index, "half": half_of[t.dialogue_id],
                          "gold_label": t.gold_label, "failed": t.failed, "empty": t.empty,
                          "decompose_calls": t.decompose_calls,
-                         "claims": [_claim_record(r) for r in t.rows]}, sort_keys=True) for t in turns]
+                         "claims": [_claim_record(r, sentences) for r in t.rows]}, sort_keys=True) for t in turns]
     (directory / TURNS).write_text("\n".join(lines) + "\n")
     summary = {"turns": len(turns), "claims": sum(len(t.rows) for t in turns),
                "claims_with_judgement": sum(r.gold is not None for t in turns for r in t.rows),

@@ -188,8 +188,9 @@ def two_fold(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Reci
     return [replay([t], rules[half_of[t.dialogue_id]], judge=judge)[0] for t in turns], rules
 
 
-def claim_key(turn: TurnRows, position: int) -> tuple[str, int, str]:
-    return turn.dialogue_id, turn.turn_index, turn.rows[position].claim
+def claim_key(turn: TurnRows, position: int) -> tuple[str, int, str | int]:
+    """A claim by dialogue, turn and text; by position where the record keeps no text (a probe of sentences)."""
+    return turn.dialogue_id, turn.turn_index, turn.rows[position].claim or position
 
 
 def paired_claims(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision]) -> tuple[list[bool], list[bool]]:
