@@ -12,6 +12,10 @@ needs the model file and, to be meaningful, cores no one else is using).
 
     python benchmarks/reward_throughput.py                       # fake server (about a minute)
     python benchmarks/reward_throughput.py --embedded --concurrency 2   # embedded model (long)
+    python benchmarks/reward_throughput.py --no-lm --generations 64     # the tier with no LM (seconds)
+
+``--no-lm``: the tier that calls no LM (``system="evidence", units="sentences"``: the turn's sentences decided by the
+program's evidence cues; no model is started), rewards per second on this process's one core.
 """
 
 from __future__ import annotations
@@ -110,6 +114,17 @@ def embedded_part(call: dict, concurrency: int, system: str) -> None:
           f"{result['unjudged']} not judged")
 
 
+def no_lm_part(call: dict) -> None:
+    # Every completion distinct (the batch repeats each prompt's eight kinds: each gets a sentence of its own), so
+    # none is judged from another's verdict.
+    call = {**call, "completions": [[{"role": "assistant", "content": f"{c[0]['content']} It opened in {1500 + k}."}]
+                                    for k, c in enumerate(call["completions"])]}
+    result = measure("local", call, system="evidence", units="sentences")
+    n = result["completions"]
+    print(f"\nno LM (evidence cues over the turn's sentences): {n} completions in {result['seconds']:.2f} s = "
+          f"{n / result['seconds']:.0f} rewards per second; {result['calls']} LM calls; {result['unjudged']} not judged")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=8)
@@ -119,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="fake server: the concurrencies to compare (default 1 16); --embedded: one (default 2)")
     parser.add_argument("--embedded", action="store_true", help="judge with the embedded local model instead")
     parser.add_argument("--system", choices=("vista", "evidence"), default="vista", help="--embedded: the tier")
+    parser.add_argument("--no-lm", action="store_true", help="the tier with no LM instead")
     parser.add_argument("--data", type=Path, default=DEV)
     args = parser.parse_args(argv)
 
@@ -127,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     call = batch(args.data, args.prompts, args.generations)
     print(f"{args.prompts} prompts x {args.generations} completions from {args.data}; Python "
           f"{platform.python_version()}, dspy {dspy.__version__}, {os.cpu_count()} CPUs", flush=True)
-    if args.embedded:
+    if args.no_lm:
+        no_lm_part(call)
+    elif args.embedded:
         embedded_part(call, (args.concurrency or [2])[0], args.system)
     else:
         fake_part(call, args.latency, args.concurrency or [1, 16])

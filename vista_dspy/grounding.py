@@ -7,6 +7,7 @@ no claim carries holds content that would go unjudged; with ``coverage`` on, it 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -62,10 +63,16 @@ def says_something(turn: str) -> bool:
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of a turn, by pysbd's rule-based English segmenter (no data download; abbreviations such as
-    "Dr." or "p.m." do not end a sentence); pieces without a word are dropped. A segmenter per call: pysbd keeps
-    the text it works on as state."""
-    sentences = pysbd.Segmenter(language="en", clean=False).segment(text.strip())
-    return [s.strip() for s in sentences if re.search(r"\w", s)]  # not a stray "." of tokenized text
+    "Dr." or "p.m." do not end a sentence); pieces without a word are dropped."""
+    return list(_sentences(text.strip()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _sentences(text: str) -> tuple[str, ...]:
+    """A segmenter per text (pysbd keeps the text it works on as state); the same text (a document, a turn judged
+    again) is split once: pysbd's regular expressions cost ~1 ms a text, most of a judgement with no LM."""
+    sentences = pysbd.Segmenter(language="en", clean=False).segment(text)
+    return tuple(s.strip() for s in sentences if re.search(r"\w", s))  # not a stray "." of tokenized text
 
 
 # A sentence is uncovered when at least this share of its content words occur in no claim of its turn (measured on

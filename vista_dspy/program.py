@@ -258,7 +258,10 @@ class Vista(StagedModule):
         return await self._adrive(self._claims_of_turns(dialogue, _unjudged_assistant_turns(dialogue), usage)), usage
 
     def _claims_of_turns(self, dialogue: Dialogue, indices: list[int], usage: Usage) -> Steps:
-        """{turn index: ClaimsOfTurn} for the assistant turns at ``indices``, decomposed and cleaned."""
+        """{turn index: ClaimsOfTurn} for the assistant turns at ``indices``: decomposed and cleaned, or (``units``
+        "sentences") the turn's sentences, with no call."""
+        if self.options.units == "sentences":
+            return {i: ClaimsOfTurn(sentence_units(dialogue.turns[i].text), "sentences") for i in indices}
         signature = self._signature("decompose", self.decompose.signature, history=False)
         results = (yield from self._decompose(dialogue, indices, signature, usage)) if indices else {}
         return {i: self._decomposed_claims(results[i], dialogue, i) for i in indices}
@@ -282,22 +285,18 @@ class Vista(StagedModule):
         verdicts: list[TurnVerdict] = []
         questions = self._questions()
 
-        # 1. Claims: given, or decomposed.
-        sentences = options.units == "sentences"
-        to_decompose = [] if sentences else [i for i, t in enumerate(dialogue.turns)
-                                             if t.role == "assistant" and not (given is not None and i in given)]
-        decomposed = (yield from self._decompose(dialogue, to_decompose, questions["decompose"], usage)
-                      ) if to_decompose else {}
+        # 1. Claims: given, decomposed, or the turn's sentences.
+        to_claim = [i for i, t in enumerate(dialogue.turns)
+                    if t.role == "assistant" and not (given is not None and i in given)]
+        claimed = (yield from self._claims_of_turns(dialogue, to_claim, usage)) if to_claim else {}
 
         for index, turn in enumerate(dialogue.turns):
             if turn.role == "user":
                 continue
             if given is not None and index in given:
                 claims = ClaimsOfTurn(given[index], "given")
-            elif sentences:
-                claims = ClaimsOfTurn(sentence_units(turn.text), "sentences")
             else:
-                claims = self._decomposed_claims(decomposed[index], dialogue, index)
+                claims = claimed[index]
             if not turn.judged:
                 # Background (VISTA's "N/A"): the turn's claims become common ground, unjudged.
                 if claims.error is not None:

@@ -78,7 +78,8 @@ class VistaMetric:
         parse_retries, stop_after: as ``vista evaluate``'s (an unparseable answer is asked again; that many endpoint
             failures in a row stop the optimization with ``JudgeEndpointDown``).
         system: "vista" (the program's method) or "evidence" (the program's claims decided by its evidence model
-            alone: Decompose is the only LM call, as ``vista evaluate --system evidence``).
+            alone: Decompose is the only LM call, as ``vista evaluate --system evidence``; with ``units="sentences"``
+            no LM call at all and no model started: the no-LM tier).
         **options: judging options of the program (``JudgeOptions`` names), e.g. ``claim_calls="batched"``.
     """
 
@@ -98,6 +99,8 @@ class VistaMetric:
             self.judge = Vista.from_program(program, **settings)
         else:
             raise ValueError(f"unknown system {system!r}: vista or evidence")
+        if not self.judge.needs_lm:  # the evidence over the turn's sentences: no LM, no model started
+            self._server = None
         if self._server is not None:
             self._server.program_key = self.judge.content_hash()  # its warm start
         self.fields = {"history": history_field, "document": document_field, "response": response_field}

@@ -84,7 +84,8 @@ class VistaReward:
             "penalty": ``-unsafe_penalty`` per unsafe claim. These three give a completion without claims their
             best value: they can be gamed by saying nothing, and are for use beside another reward.
         system: "vista" (the program's full method) or "evidence" (claims decided by the evidence model: Decompose
-            is the only LM call; high throughput, lower quality).
+            is the only LM call; high throughput, lower quality). ``system="evidence", units="sentences"``: the tier
+            with no LM at all (the turn's sentences decided by the evidence cues; no model is started).
         concurrency: LM requests in flight while judging a batch (asyncio; on threads when the caller runs an
             event loop). Default 8.
         share_prompt_work: compute each prompt's common ground once per prompt (default); False judges every
