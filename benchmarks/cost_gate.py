@@ -17,6 +17,8 @@ the rule (``--recipe``) chosen on one half decides the other, the cascade chosen
   significantly worse (exact McNemar, alpha 0.05);
 - model time per judged turn (the server's own milliseconds, ``turn_cost.py``): the candidate passes at no more
   than half the default's.
+
+Beside the gate: the candidate's turns against its own evidence models deciding alone (the tier with no LM).
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ TURN_MARGIN = 0.02
 TIME_SHARE = 0.5
 
 
-def shipped_two_fold(probe: Path, recipe_name: str) -> tuple[list[TurnDecision], dict]:
-    """The probe's turns decided two-fold by the recipe with its cascade, as `vista compile --probe` ships it."""
-    turns, half_of, meta = read_probe(probe)
+def shipped_two_fold(probe: Path, recipe_name: str) -> tuple[list[TurnDecision], list[TurnDecision]]:
+    """The probe's turns decided two-fold by the recipe with its cascade, as `vista compile --probe` ships it; and
+    by the same rules' evidence models alone (the tier with no LM, its turn model included)."""
+    turns, half_of, _ = read_probe(probe)
     choose = choose_turn_model_rule if recipe_name == "turn-model" else choose_two_threshold_rule
 
     def recipe(part):
@@ -63,7 +66,8 @@ def shipped_two_fold(probe: Path, recipe_name: str) -> tuple[list[TurnDecision],
 
     decided, _ = two_fold(turns, half_of, recipe)
     band, cascaded, _ = cascade_choice(turns, half_of, recipe, decided, seed_decisions(turns))
-    return (cascaded if band is not None else decided), meta
+    no_lm, _ = two_fold(turns, half_of, recipe, judge=False)
+    return (cascaded if band is not None else decided), no_lm
 
 
 def human_claim_rights(decided: Sequence[TurnDecision], dialogues: dict) -> dict[tuple, bool]:
@@ -100,8 +104,9 @@ def main() -> int:
     args = parser.parse_args()
 
     dialogues = {d.id: d for d in load_dialogues(args.data)}
-    candidate, _ = shipped_two_fold(args.candidate, args.recipe)
+    candidate, no_lm = shipped_two_fold(args.candidate, args.recipe)
     default, _ = shipped_two_fold(args.default, args.recipe)
+    against_no_lm = PairedTest.of(*paired_turns(candidate, no_lm))
     turns = PairedTest.of(*paired_turns(candidate, default))
     interval = turn_difference_interval(candidate, default)
     mine, theirs = human_claim_rights(candidate, dialogues), human_claim_rights(default, dialogues)
@@ -123,11 +128,14 @@ def main() -> int:
     print(f"model seconds per judged turn: candidate {seconds[args.candidate_variant]}, default "
           f"{seconds[args.default_variant]} ({share:.2f} of it); pass at <= {TIME_SHARE}: {checks['model_time']}")
     print(f"gate: {'passed' if all(checks.values()) else 'failed'}")
+    print(against_no_lm.describe("turns against the no-LM tier (the candidate's evidence models alone, two-fold)",
+                                 "candidate", "no-LM"))
     if args.json:
         args.json.write_text(json.dumps({
             "turns": turns.model_dump(), "turn_difference": interval, "claims": claims.model_dump(),
             "model_seconds": seconds, "time_share": round(share, 3), "checks": checks,
-            "passed": all(checks.values()), "candidate": summary(candidate), "default": summary(default)},
+            "passed": all(checks.values()), "candidate": summary(candidate), "default": summary(default),
+            "no_lm": summary(no_lm), "turns_against_no_lm": against_no_lm.model_dump()},
             indent=2) + "\n")
     return 0
 
