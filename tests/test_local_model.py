@@ -171,10 +171,11 @@ def test_real_local_model_with_the_seed_gets_the_quickstart_gold_labels(tmp_path
 @pytest.mark.slow
 def test_real_local_model_with_the_default_program_finds_the_invented_figures(tmp_path, real_model):
     """With no flag the compiled program for the local model judges (its first lines name it and its rule): its
-    saved options and decision rule apply, and it finds the hallucinated turn (the invented snow days LACKING
-    EVIDENCE at P(unsafe) 0.77 against its claim threshold 0.50, measured 2026-12-02). Its label of the faithful
-    turn is not asserted: the turn model put it at P(hallucinated) 0.50, on its threshold, that day (a false alarm;
-    benchmarks/RESULTS.md says so)."""
+    saved options and decision rule apply (since issue 41 it judges the turn's sentences), and it finds the
+    hallucinated turn (measured 2026-12-02: by its turn model, P 0.649, while the sentence holding the invented
+    figures was VERIFIED at P(unsafe) 0.39 under its claim threshold 0.55 -- benchmarks/RESULTS.md says so). Its
+    label of the faithful turn is not asserted: the turn model put it at P(hallucinated) 0.54 that day (a false
+    alarm)."""
     from vista_dspy.compiled.files import read_program
 
     shipped = read_program("local")
