@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import vista_conversation
+
 from vista_dspy.data.sources import HELDOUT_HALF, VISTA_FULL
 from vista_dspy.lm.fake import FakeOpenAIServer
 
@@ -33,32 +35,14 @@ sys.exit(main())
 """
 
 
-def conversation(source: str, cid: int, *, tricky: bool = False) -> list[dict]:
-    """One judged turn. Odd ids: a document sentence and an invented one (hallucinated); even ids: the document
-    sentence alone (faithful); ``tricky``: the document sentence alone, which the annotators call lacking evidence
-    (the fake judge verifies it, so the seed is wrong on that claim and that turn)."""
-    fact = f"The museum of {source} number {cid} opens at nine."
-    invented = "It was founded in 1850."
-    hallucinated = tricky or cid % 2 == 1
-    claims = [{"claim_text": fact, "human_judgement": "lacking evidence" if tricky else "verifiable"}]
-    if hallucinated and not tricky:
-        claims.append({"claim_text": invented, "human_judgement": "lacking evidence"})
-    return [{"role": "user", "utterance": "When does the museum open?"},
-            {"role": "assistant", "utterance": " ".join(c["claim_text"] for c in claims),
-             "retrieved_document": f"{fact} It has a small cafe.", "human_claims": claims,
-             "gold_label": "hallucinated" if hallucinated else "faithful",
-             "original_dataset_label": "hallucinated" if hallucinated else "faithful",
-             "conversation_id": cid, "dataset": source, "turn_index": 0}]
-
-
 def test_heldout_script_judges_the_heldout_half_with_both_programs_and_prints_the_paired_table(tmp_path):
     # Two sources with odd counts: A 1,3,4,7,8 -> held out 3, 7; B 2,5,9 -> held out 5.
-    full = [conversation("A", i, tricky=i == 7) for i in (7, 1, 4, 8, 3)] + [conversation("B", i) for i in (9, 2, 5)]
+    full = [vista_conversation("A", i, tricky=i == 7) for i in (7, 1, 4, 8, 3)] + [vista_conversation("B", i) for i in (9, 2, 5)]
     mirror = tmp_path / "mirror"
     (mirror / VISTA_FULL.path).parent.mkdir(parents=True)
     raw = json.dumps(full).encode()
     (mirror / VISTA_FULL.path).write_bytes(raw)
-    heldout = [conversation("A", 3), conversation("A", 7, tricky=True), conversation("B", 5)]
+    heldout = [vista_conversation("A", 3), vista_conversation("A", 7, tricky=True), vista_conversation("B", 5)]
     pins = {"full": hashlib.sha256(raw).hexdigest(), "size": len(raw),
             HELDOUT_HALF.path: hashlib.sha256(json.dumps(heldout, indent=2).encode()).hexdigest()}
     bin_dir = tmp_path / "bin"
