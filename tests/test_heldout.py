@@ -37,7 +37,8 @@ sys.exit(main())
 
 def test_heldout_script_judges_the_heldout_half_with_both_programs_and_prints_the_paired_table(tmp_path):
     # Two sources with odd counts: A 1,3,4,7,8 -> held out 3, 7; B 2,5,9 -> held out 5.
-    full = [vista_conversation("A", i, tricky=i == 7) for i in (7, 1, 4, 8, 3)] + [vista_conversation("B", i) for i in (9, 2, 5)]
+    full = [vista_conversation("A", i, tricky=i == 7) for i in (7, 1, 4, 8, 3)]
+    full += [vista_conversation("B", i) for i in (9, 2, 5)]
     mirror = tmp_path / "mirror"
     (mirror / VISTA_FULL.path).parent.mkdir(parents=True)
     raw = json.dumps(full).encode()
