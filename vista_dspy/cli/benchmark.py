@@ -47,7 +47,8 @@ from .common import (
 def benchmark(
     datasets: Annotated[str, typer.Option(help="Comma-separated datasets, each optionally =PATH: vista-human, "
                                                "begin, fade, faithdial, faithdial-audit, ais, coconot, "
-                                               "rgm-contradictions. Without a path, its place under --data-dir.")
+                                               "rgm-contradictions, vista-human:heldout-half. Without a path: the cache "
+                                               "(`vista data get`), else its place under --data-dir.")
                         ] = "begin,fade,faithdial-audit",
     systems: Annotated[str, typer.Option(help="Comma-separated: vista, vista-ctx (history in Verify/Categorize), "
                                               "seed (the seed program whatever --program is: with vista on "
