@@ -26,37 +26,18 @@ import sys
 from pathlib import Path
 
 from vista_dspy.evidence import CUES
-from vista_dspy.optimize.gate import PairedTest
+from vista_dspy.optimize.paired_table import matched_claim_scores, paired_markdown, paired_numbers
 from vista_dspy.optimize.probe_records import read_probe
-from vista_dspy.optimize.probing import claim_scores
-from vista_dspy.optimize.rule_fitting import fit_rule, scores
+from vista_dspy.optimize.rule_fitting import fit_rule
 from vista_dspy.optimize.rule_gate import (
-    by_claim_count,
     cascade_choice,
     choose_turn_model_rule,
     choose_two_threshold_rule,
-    paired_claims,
-    paired_turns,
     seed_decisions,
-    turn_difference_interval,
     two_fold,
 )
 
 PROBES = Path(__file__).parent / "probes"
-
-
-def matched_claim_scores(decided):
-    """Claim scores on the decomposed claims that carry an annotators' judgement (coverage's sentences aside)."""
-    pairs = [(c, r.gold) for d in decided for c, r in zip(d.categories, d.turn.rows)
-             if r.gold is not None and r.cues.get("coverage", 0.0) == 0.0]
-    return claim_scores([c for c, _ in pairs], [g for _, g in pairs])
-
-
-def contradicted_called_verified(decided) -> int:
-    """Claims the judge was asked about and found CONTRADICTED that the row calls VERIFIED (a claim the cascade
-    decided by its evidence alone is never asked, so it has no judge's label to go against)."""
-    return sum(c == "VERIFIED" and r.judge == "CONTRADICTED" and not alone
-               for d in decided for c, r, alone in zip(d.categories, d.turn.rows, d.by_evidence))
 
 
 def main() -> int:
@@ -89,29 +70,10 @@ def main() -> int:
     print(f"# Two-fold over the {len(turns)} judged turns of the annotated dev file (halves: {meta['halves']})\n\n"
           f"probe: {args.probe} ({meta['command']}; commit {meta['commit']}, {meta['date']}; program "
           f"{meta.get('program')} {meta['program_sha256'][:12]})\n")
-    header = ("| decisions | turn acc. | false alarms / misses | P / R / F1 (hallucinated) | claim decisions | "
-              "five-way acc. / macro-F1 | contradicted -> verified | LM calls / turn | vs seed: turns (95% interval) "
-              "| vs seed: claims |")
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    out = {}
-    for name, decided in rows.items():
-        s = scores(decided)
-        claims = matched_claim_scores(decided)
-        turn_test = PairedTest.of(*paired_turns(decided, seed))
-        claim_test = PairedTest.of(*paired_claims(decided, seed))
-        interval = turn_difference_interval(decided, seed)
-        flipped = contradicted_called_verified(decided)
-        print(f"| {name} | {s['accuracy']:.3f} | {s['false_alarms']} / {s['misses']} | {s['precision']:.2f} / "
-              f"{s['recall']:.2f} / {s['f1']:.2f} | {claims.get('decision_accuracy', 0):.3f} | "
-              f"{claims.get('accuracy', 0):.3f} / {claims.get('macro_f1', 0):.3f} | {flipped} | "
-              f"{s['calls_per_turn']:.2f} | {interval['difference']:+.3f} ({interval['low']:+.3f} to "
-              f"{interval['high']:+.3f}), +{turn_test.candidate_only} / −{turn_test.base_only}, p = "
-              f"{turn_test.pvalue:.3f} | +{claim_test.candidate_only} / −{claim_test.base_only}, p = "
-              f"{claim_test.pvalue:.4f} |")
-        out[name] = {**s, "matched_claims": claims, "contradicted_called_verified": flipped,
-                     "by_claim_count": by_claim_count(decided), "turn_difference": interval,
-                     "vs_seed": {"turns": turn_test.model_dump(), "claims": claim_test.model_dump()}}
+    out = paired_numbers(rows, "seed")
+    print("\n".join(paired_markdown(out, "seed")))
+    for row in out.values():  # the record's own name for the comparison
+        row["vs_seed"] = row.pop("vs_base")
     print("\n## Turns per claim count: right of all (false alarms, misses)\n")
     groups = sorted({g for row in out.values() for g in row["by_claim_count"]})
     print("| decisions | " + " | ".join(f"{g} claims" for g in groups) + " |")

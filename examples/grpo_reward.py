@@ -29,9 +29,17 @@ import time
 from pathlib import Path
 
 from vista_dspy import VistaReward
-from vista_dspy.data import load_dialogues
+from vista_dspy.data import InputError, load_dialogues
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+
+def annotated_file(given: Path | None) -> Path:
+    """``--data``, else the annotated development half through the project's one lookup: the cache after
+    `vista data get vista-human`, else the data directory (``$VISTA_DATA_DIR``); neither: ``InputError`` saying to
+    run `vista data get vista-human`."""
+    from vista_dspy.data.location import data_dir
+    from vista_dspy.experiments.bench import dataset_path
+
+    return given or dataset_path("vista-human", data_dir())
 INVENTED = " It was founded in 1850 by a Dutch sea captain named Willem Gorter."
 
 
@@ -85,10 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--system", choices=("vista", "evidence"), default="vista")
     parser.add_argument("--shape", default="informative")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="VISTA's annotated file (default: vista-human, as `vista data get` keeps it)")
     args = parser.parse_args(argv)
 
-    rows = dataset_rows(args.data, args.prompts)
+    try:
+        rows = dataset_rows(annotated_file(args.data), args.prompts)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     generations = len(sampled(rows[0]))
     judge = args.judge
     if args.api_base:

@@ -22,11 +22,19 @@ from pathlib import Path
 import dspy
 
 from vista_dspy import VistaMetric
-from vista_dspy.data import load_dialogues
+from vista_dspy.data import InputError, load_dialogues
 from vista_dspy.prompts import render_history
 from vista_dspy.run.judge_metric import JudgeEndpointDown
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vista_human_eval" / "dev.json"
+
+def annotated_file(given: Path | None) -> Path:
+    """``--data``, else the annotated development half through the project's one lookup: the cache after
+    `vista data get vista-human`, else the data directory (``$VISTA_DATA_DIR``); neither: ``InputError`` saying to
+    run `vista data get vista-human`."""
+    from vista_dspy.data.location import data_dir
+    from vista_dspy.experiments.bench import dataset_path
+
+    return given or dataset_path("vista-human", data_dir())
 
 
 class Respond(dspy.Signature):
@@ -83,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge", default="local", help="the judge's model (default: the embedded one)")
     parser.add_argument("--dialogues", type=int, default=4, help="dialogues to evaluate on, and as many to train on")
     parser.add_argument("--demos", type=int, default=2, help="bootstrapped demos at most")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="VISTA's annotated file (default: vista-human, as `vista data get` keeps it)")
     parser.add_argument("--api-base", default=None, help="an OpenAI-compatible endpoint serving --model and --judge")
     parser.add_argument("--optimizer", choices=("bootstrap", "gepa"), default="bootstrap")
     parser.add_argument("--budget", type=int, default=None,
@@ -92,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="GEPA: the LM that rewrites the instruction (default: the chatbot's)")
     args = parser.parse_args(argv)
 
-    dialogues = [d for d in load_dialogues(args.data) if examples([d])]
+    try:
+        dialogues = [d for d in load_dialogues(annotated_file(args.data)) if examples([d])]
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     held_out, train = examples(dialogues[: args.dialogues]), examples(dialogues[args.dialogues: 2 * args.dialogues])
     print(f"{len(held_out)} turns to evaluate on ({args.dialogues} dialogues), {len(train)} to train on", flush=True)
     started = time.perf_counter()

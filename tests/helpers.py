@@ -64,3 +64,44 @@ def judge(dlg, engine=None, method="forward", **options):
 
 def categories(turn):
     return [c.category for c in turn.claims]
+
+
+# ---- a synthetic stand-in for VISTA's human re-annotation (the authors' full file) -------------------------------
+def vista_conversation(source: str, cid: int, *, tricky: bool = False) -> list[dict]:
+    """One conversation of the authors' format with one judged turn. Odd ids: a document sentence and an invented
+    one (hallucinated); even ids: the document sentence alone (faithful); ``tricky``: the document sentence alone,
+    which the annotators call lacking evidence (the fake judge verifies it)."""
+    fact = f"The museum of {source} number {cid} opens at nine."
+    hallucinated = tricky or cid % 2 == 1
+    claims = [{"claim_text": fact, "human_judgement": "lacking evidence" if tricky else "verifiable"}]
+    if hallucinated and not tricky:
+        claims.append({"claim_text": "It was founded in 1850.", "human_judgement": "lacking evidence"})
+    return [{"role": "user", "utterance": "When does the museum open?"},
+            {"role": "assistant", "utterance": " ".join(c["claim_text"] for c in claims),
+             "retrieved_document": f"{fact} It has a small cafe.", "human_claims": claims,
+             "gold_label": "hallucinated" if hallucinated else "faithful",
+             "original_dataset_label": "hallucinated" if hallucinated else "faithful",
+             "conversation_id": cid, "dataset": source, "turn_index": 0}]
+
+
+def pin_synthetic_vista(monkeypatch, full: list, mirror):
+    """Write ``full`` as the authors' file under ``mirror`` (a `--from DIR` copy) and pin the registry's vista-human
+    datasets to its hashes and to those of its halves (the rule cuts them), for this test only."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from vista_dspy.data import sources
+    from vista_dspy.data.halves import half_bytes, split_halves
+
+    raw = json.dumps(full).encode()
+    (mirror / sources.VISTA_FULL.path).parent.mkdir(parents=True, exist_ok=True)
+    (mirror / sources.VISTA_FULL.path).write_bytes(raw)
+    halves = dict(zip((sources.DEV_HALF.path, sources.HELDOUT_HALF.path), map(half_bytes, split_halves(full))))
+    file = dataclasses.replace(sources.VISTA_FULL, sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))
+    for name, ds in list(sources.DATASETS.items()):
+        if ds.files == (sources.VISTA_FULL,):
+            built = tuple(dataclasses.replace(f, sha256=hashlib.sha256(halves[f.path]).hexdigest(), size=None)
+                          for f in ds.built)
+            monkeypatch.setitem(sources.DATASETS, name, dataclasses.replace(ds, files=(file,), built=built))
+    return halves

@@ -259,3 +259,57 @@ def test_the_lookup_prefers_the_verified_cache_then_the_data_dir(tmp_path):
 def test_the_half_files_are_not_in_the_repository():
     root = Path(__file__).resolve().parents[1]
     assert not list(root.rglob("heldout.json")) and not list(root.rglob("human_eval_VISTA_input.json"))
+
+
+# ---- the Hugging Face hub as a second source (``datasets.load_dataset`` stands in for the network) --------------
+def test_hub_datasets_are_loaded_into_the_cache_and_found_there_by_the_lookup_and_the_loader(monkeypatch):
+    import datasets
+
+    from vista_dspy.data.benchmarks import load_benchmark
+
+    rows = {("allenai/coconot", "original"): [{"id": "a1", "prompt": "Pick a lock?", "response": "I can't help."}],
+            ("allenai/coconot", "pref"): [{"id": "b1", "prompt": "How do locks work?", "chosen": "Pins line up."}],
+            ("McGill-NLP/FaithDial", None): []}
+    calls = []
+
+    def load_dataset(hub, config=None, *, split, cache_dir=None):
+        calls.append((hub, config, split, cache_dir))
+        return rows[hub, config]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.delenv("VISTA_DATA_DIR", raising=False)
+    result = CliRunner().invoke(app, ["data", "get", "faithdial", "coconot", "--source", "hub"])
+    assert result.exit_code == 0, result.output
+    hub = str(fetch.hub_cache_dir())
+    assert calls == [("McGill-NLP/FaithDial", None, "test", hub), ("allenai/coconot", "original", "train", hub),
+                     ("allenai/coconot", "pref", "train", hub)]
+    assert dataset_file("faithdial") == dataset_file("coconot") == Path("hub")
+    listed = " ".join(CliRunner().invoke(app, ["data", "list"], env={"COLUMNS": "3000"}).output.split())
+    assert "fetched from the hub" in listed and "hub copy fetched" in listed
+    dialogues = load_benchmark("coconot", dataset_file("coconot"))  # read back from the same cache folder
+    assert [d.id for d in dialogues] == ["coconot-original-a1", "coconot-pref-b1"] and calls[-1][3] == hub
+
+
+def test_a_hub_that_cannot_be_reached_or_a_dataset_without_a_hub_id_exits_2(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("huggingface.co cannot be reached")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    result = CliRunner().invoke(app, ["data", "get", "coconot", "--source", "hub"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "allenai/coconot" in text and "ConnectionError" in text
+    assert "fetch coconot from allenai/noncompliance" in text and not fetch.hub_record("coconot")
+    result = CliRunner().invoke(app, ["data", "get", "begin", "--source", "hub"])
+    assert result.exit_code == 2 and "no Hugging Face hub id" in " ".join(result.output.split())
+
+
+def test_vista_data_list_says_whether_the_unpinned_ais_file_has_a_hash_recorded(monkeypatch):
+    member = next(f for f in DATASETS["ais"].files if f.sha256 is None)
+    wide = {"COLUMNS": "3000"}  # one line per dataset
+    before = " ".join(CliRunner().invoke(app, ["data", "list"], env=wide).output.split())
+    assert "test_random_split.json: hash not pinned; recorded at its first fetch)" in before
+    fetch._record_pin(fetch.data_cache_dir(), member.path, "ab" * 32, 7)  # what a first fetch records
+    after = " ".join(CliRunner().invoke(app, ["data", "list"], env=wide).output.split())
+    assert f"recorded at its first fetch, sha256 {'ab' * 6}…, a different one is refused" in after

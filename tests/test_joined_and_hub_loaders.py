@@ -159,7 +159,7 @@ def test_coconot_from_the_hub_when_online_and_a_clear_error_offline(monkeypatch)
         "pref": [{"id": "b1", "prompt": "How do locks work?", "chosen": "A pin tumbler lock ...", "rejected": "",
                   "category": "safety"}],
     }
-    monkeypatch.setattr(datasets, "load_dataset", lambda hub, config, split: rows[config])
+    monkeypatch.setattr(datasets, "load_dataset", lambda hub, config, split, cache_dir: rows[config])
     dialogues = load_benchmark("coconot", "hub")
     assert [(d.id, d.source["expected"]) for d in dialogues] == [("coconot-original-a1", "abstention"),
                                                                  ("coconot-pref-b1", "compliant")]

@@ -47,9 +47,12 @@ from .common import (
 def benchmark(
     datasets: Annotated[str, typer.Option(help="Comma-separated datasets, each optionally =PATH: vista-human, "
                                                "begin, fade, faithdial, faithdial-audit, ais, coconot, "
-                                               "rgm-contradictions. Without a path, its place under --data-dir.")
+                                               "rgm-contradictions, vista-human:heldout-half. Without a path: the cache "
+                                               "(`vista data get`), else its place under --data-dir.")
                         ] = "begin,fade,faithdial-audit",
     systems: Annotated[str, typer.Option(help="Comma-separated: vista, vista-ctx (history in Verify/Categorize), "
+                                              "seed (the seed program whatever --program is: with vista on "
+                                              "vista-human, a table of both paired on turns and matched claims), "
                                               "evidence (the program's claims decided by evidence cues alone: "
                                               "what the judge adds), factscore, factscore-nosplit, judge.")
                        ] = "vista,factscore,factscore-nosplit,judge",
@@ -64,8 +67,8 @@ def benchmark(
     port: PortOption = DEFAULT_PORT,
     program: Annotated[Optional[str], typer.Option(help="Saved VISTA program (default: compiled/<model>.json when "
                                                         "it exists, else the seed program).")] = None,
-    n: Annotated[Optional[int], typer.Option(min=1, help="Dialogues sampled per dataset (seeded; balanced for "
-                                                         "coconot and rgm-contradictions). Default: all.")] = 50,
+    n: Annotated[int, typer.Option(min=0, help="Dialogues sampled per dataset (seeded; balanced for coconot and "
+                                               "rgm-contradictions); 0: all of them.")] = 50,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     data_dir: DataDirOption = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory; rerunning into it resumes every run. "
@@ -89,6 +92,7 @@ def benchmark(
 
     from ..data.location import data_dir as default_data_dir
     from ..experiments.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
+    from ..experiments.paired import paired_markdown_section
     from ..experiments.tables import markdown, skipped_lines
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model
@@ -113,7 +117,7 @@ def benchmark(
         raise fail(f"cannot load program {program}: {exc}") from None
     config = lm_setup.config
     err.print(f"VISTA program: {program}", highlight=False)
-    plan = Plan(datasets=chosen, systems=names, n=n, seed=seed, model=config.model, program=program,
+    plan = Plan(datasets=chosen, systems=names, n=n or None, seed=seed, model=config.model, program=program,
                 claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),
                 label_probabilities=lm_setup.label_probabilities)
     out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
@@ -127,6 +131,8 @@ def benchmark(
                                short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
     sys.stdout.write(markdown(result.tables, skipped_lines(out)))
+    if result.paired:
+        sys.stdout.write("\n" + paired_markdown_section(result.paired))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
         raise typer.Exit(130)

@@ -70,7 +70,8 @@ AdapterOption = Annotated[Optional[Adapter], typer.Option(
 TemperatureOption = Annotated[Optional[float], typer.Option(
     help="Sampling temperature (default: the model's; 0 for most).")]
 DataDirOption = Annotated[Optional[Path], typer.Option(
-    envvar="VISTA_DATA_DIR", help="Where the datasets live (default: ../shared/data or ./data).")]
+    envvar="VISTA_DATA_DIR", help="A folder laid out as the cache, read for a dataset `vista data get` did not fetch "
+                                  "(default: ../shared/data or ./data, the first that exists).")]
 ClaimCallsOption = Annotated[Optional[ClaimCalls], typer.Option(help=CLAIM_CALLS_HELP, show_default=False)]
 DecomposeCallsOption = Annotated[Optional[DecomposeCalls], typer.Option(
     help="How turns are decomposed. per-turn: one Decompose call per assistant turn (the paper's method); "

@@ -3,6 +3,7 @@ the cache (`get`), and where one is read from (`path`)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,12 @@ from rich.console import Console
 
 from .app import app
 from .common import DataDirOption, fail
+
+
+class Origin(str, Enum):
+    repository = "repository"
+    hub = "hub"
+
 
 data_app = typer.Typer(help="The datasets: list them, fetch and verify them into the cache, find them.",
                        no_args_is_help=True)
@@ -29,7 +36,7 @@ def list_datasets() -> None:
     present and verified (sha256 of every file)."""
     from rich.table import Table
 
-    from ..data.fetch import data_cache_dir, status
+    from ..data.fetch import data_cache_dir, expected, hub_record, status
     from ..data.sources import DATASETS
 
     root = data_cache_dir()
@@ -38,11 +45,16 @@ def list_datasets() -> None:
         table.add_column(column, overflow="fold")
     for name, ds in DATASETS.items():
         state = status(name, root)
-        unpinned = [f.path for f in ds.files if f.sha256 is None]
-        if unpinned:
-            state += f" ({', '.join(Path(p).name for p in unpinned)}: hash not pinned, recorded at first fetch)"
+        for file in (f for f in ds.files if f.sha256 is None):
+            pinned = expected(root, file)[0]
+            state += (f" ({Path(file.path).name}: hash not pinned; " + (
+                f"recorded at its first fetch, sha256 {pinned[:12]}…, a different one is refused)" if pinned else
+                "recorded at its first fetch)"))
+        source = ds.source if not ds.hub or ds.hub in ds.source else f"{ds.source}; hub {ds.hub} (--source hub)"
+        if ds.kept and hub_record(name, root):
+            state += "; hub copy fetched"
         where = str(root / ds.path) if ds.kept else ds.note
-        table.add_row(name, ds.source, ds.licence, _size(ds.size) if ds.kept else "-", where, state)
+        table.add_row(name, source, ds.licence, _size(ds.size) if ds.kept else "-", where, state)
     Console(width=max(160, Console().width)).print(table)
 
 
@@ -68,6 +80,10 @@ def get(
     source: Annotated[str | None, typer.Option(
         "--from", help="A mirror base URL, or a directory holding the same relative paths as the cache (an "
                        "air-gapped copy); the same sha256 are checked.")] = None,
+    origin: Annotated[Origin, typer.Option(
+        "--source", help="repository: the authors' files at the pinned commit (sha256-checked); hub: the dataset's "
+                         "Hugging Face hub id through `datasets` (faithdial, coconot; no hash to check), kept in "
+                         "the cache for the loaders to read offline.")] = Origin.repository,
 ) -> None:
     """Fetch datasets from their authors' repositories at the pinned commits (or --from a mirror or a copy), check
     every file's sha256, and keep them in the cache (`vista --cache-dir DIR`, default ~/.cache/vista-dspy/data)."""
@@ -80,9 +96,11 @@ def get(
     err = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
+    if origin is Origin.hub and source is not None:
+        raise fail("--from applies to the repository files, not to --source hub")
     try:
         with Progress(*columns, console=err, transient=True) as bar:
-            paths = fetch(names, source=source, progress=_RichProgress(bar))
+            paths = fetch(names, source=source, progress=_RichProgress(bar), hub=origin is Origin.hub)
     except (FetchError, InputError) as exc:
         raise fail(str(exc)) from None
     for name, where in paths.items():

@@ -36,10 +36,13 @@ def _coconot_from_hub(n: int | None, seed: int) -> list[Dialogue]:
     the ``pref`` config's ``chosen`` responses."""
     import datasets
 
+    from .fetch import hub_cache_dir
+
     parts = []
     for config, column, expected in (("original", "response", "abstention"), ("pref", "chosen", "compliant")):
-        try:
-            parts.append((config, column, expected, datasets.load_dataset(COCONOT_HUB, config, split="train")))
+        try:  # the copy `vista data get coconot --source hub` fetched, else a download
+            rows = datasets.load_dataset(COCONOT_HUB, config, split="train", cache_dir=str(hub_cache_dir()))
+            parts.append((config, column, expected, rows))
         except Exception as exc:
             raise InputError(COCONOT_HUB, f"cannot load config {config!r} from the Hugging Face hub "
                                           f"({type(exc).__name__}: {str(exc)[:200]}); offline, pass the coconot/ "

@@ -31,11 +31,14 @@ def _faithdial_records(path: Path, split: str) -> tuple[str, list[tuple[str, dic
                                f"{FAITHDIAL_HUB}'s data/{split}.json, or 'hub' to download it (online)")
     import datasets
 
-    try:
-        rows = datasets.load_dataset(FAITHDIAL_HUB, split=split)
+    from .fetch import hub_cache_dir
+
+    try:  # the copy `vista data get faithdial --source hub` fetched, else a download
+        rows = datasets.load_dataset(FAITHDIAL_HUB, split=split, cache_dir=str(hub_cache_dir()))
     except Exception as exc:
         raise InputError(FAITHDIAL_HUB, f"cannot load {split!r} from the Hugging Face hub ({type(exc).__name__}: "
-                                        f"{str(exc)[:200]}); offline, download data/{split}.json from "
+                                        f"{str(exc)[:200]}); run `vista data get faithdial --source hub` online, or "
+                                        f"download data/{split}.json from "
                                         f"https://huggingface.co/datasets/{FAITHDIAL_HUB} and pass its path") from None
     return f"{FAITHDIAL_HUB}:{split}", [(f"row {i}", dict(r)) for i, r in enumerate(rows)]
 

@@ -28,6 +28,7 @@ CHUNK = 1 << 16
 ATTEMPTS = 4  # per file: the first try and three resumes (or restarts) after a dropped connection
 TIMEOUT = 60.0
 PINS = "pins.json"  # in the cache: sha256 and size an unpinned file had at its first fetch
+HUB = "hub"  # in the cache: `datasets`' own cache of the hub copies, and a record per dataset fetched from the hub
 
 
 class FetchError(Exception):
@@ -99,11 +100,25 @@ def verified(root: Path, file: RemoteFile | BuiltFile) -> bool:
     return sha256_file(path) == sha256
 
 
+def hub_cache_dir(root: Path | None = None) -> Path:
+    """Where ``datasets`` keeps the hub copies `vista data get --source hub` fetched (the loaders read them there)."""
+    return (root or data_cache_dir()) / HUB
+
+
+def hub_record(name: str, root: Path | None = None) -> dict | None:
+    """What `vista data get NAME --source hub` fetched (hub id, rows per config and split), None if it did not."""
+    try:
+        return json.loads((hub_cache_dir(root) / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def status(name: str, root: Path | None = None) -> str:
-    """'verified' (every file there and right), 'missing' (none there), 'partial' or 'corrupt'; 'hub only'."""
+    """'verified' (every file there and right), 'missing' (none there), 'partial' or 'corrupt'; for a hub-only
+    dataset 'fetched from the hub' or 'hub only'."""
     ds, root = dataset(name), root or data_cache_dir()
     if not ds.kept:
-        return "hub only"
+        return "fetched from the hub" if hub_record(name, root) else "hub only"
     present = [f for f in ds.kept if (root / f.path).is_file()]
     if not present:
         return "missing"
@@ -120,6 +135,8 @@ def dataset_file(name: str, data_dir: Path | None = None) -> Path:
     ds, root = dataset(name), data_cache_dir()
     if ds.kept and status(name, root) == "verified":
         return root / ds.path
+    if ds.hub and hub_record(name, root):
+        return Path(HUB)  # the loaders read "hub" from the hub copy in the cache (``hub_cache_dir``)
     if data_dir is not None and (Path(data_dir) / ds.path).exists():
         return Path(data_dir) / ds.path
     if not ds.kept:
@@ -288,11 +305,37 @@ def build_files(ds: Dataset, root: Path) -> None:
         _write_atomic(root / file.path, made[file.path])
 
 
+def get_from_hub(ds: Dataset, root: Path) -> Path:
+    """Load every (config, split) of ``ds.hub`` that its loader reads with ``datasets.load_dataset`` into the cache's
+    hub folder (``datasets`` keeps it there; the loaders read it back offline), and record what came."""
+    import datasets
+
+    if not ds.hub:
+        raise FetchError(f"{ds.name} has no Hugging Face hub id; fetch it from {ds.source} (without --source hub)")
+    rows = {}
+    for config, split in ds.hub_parts:
+        try:
+            rows[f"{config or 'default'}/{split}"] = len(datasets.load_dataset(ds.hub, config, split=split,
+                                                                               cache_dir=str(hub_cache_dir(root))))
+        except Exception as exc:  # datasets raises many kinds (connection, offline mode, missing config)
+            raise FetchError(f"cannot load {ds.hub} ({config or 'default'} / {split}) from the Hugging Face hub "
+                             f"({type(exc).__name__}: {str(exc)[:200]}); offline, fetch {ds.name} from "
+                             f"{ds.source} instead{' (no --source hub)' if ds.kept else ''}") from None
+    _write_atomic(hub_cache_dir(root) / f"{ds.name}.json",
+                  (json.dumps({"hub": ds.hub, "rows": rows}, indent=2) + "\n").encode())
+    return Path(HUB)
+
+
 def get(names: Iterable[str], root: Path | None = None, source: str | None = None,
-        progress: Progress | None = None) -> dict[str, Path]:
-    """Fetch and verify the named datasets (``all``: every fetchable one) into ``root`` (the cache); their paths."""
+        progress: Progress | None = None, *, hub: bool = False) -> dict[str, Path]:
+    """Fetch and verify the named datasets (``all``: every fetchable one) into ``root`` (the cache); their paths.
+    ``hub``: from their Hugging Face hub ids instead (FaithDial, CoCoNot)."""
     root = root or data_cache_dir()
     names = list(names)
+    if hub:
+        names = [n for n, d in DATASETS.items() if d.hub] if "all" in names else names
+        chosen = [dataset(n) for n in dict.fromkeys(names)]
+        return {ds.name: get_from_hub(ds, root) for ds in chosen}
     if "all" in names:
         names = [n for n, d in DATASETS.items() if d.kept]
     if source is not None and not _is_url(source) and not Path(source).is_dir():
@@ -312,4 +355,4 @@ def get(names: Iterable[str], root: Path | None = None, source: str | None = Non
 
 
 __all__ = ["DATASETS", "DatasetMissing", "FetchError", "data_cache_dir", "dataset_file", "download", "fetch_file",
-           "get", "sha256_file", "status", "verified"]
+           "get", "get_from_hub", "hub_cache_dir", "hub_record", "sha256_file", "status", "verified"]

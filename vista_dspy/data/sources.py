@@ -44,7 +44,8 @@ class Dataset:
     files: tuple[RemoteFile, ...] = ()
     built: tuple[BuiltFile, ...] = ()
     build: Callable[[Path, tuple[BuiltFile, ...]], dict[str, bytes]] | None = None  # root -> {path: bytes}
-    hub: str | None = None  # a Hugging Face hub id the loader can read instead (online)
+    hub: str | None = None  # a Hugging Face hub id the loader can read instead (`vista data get --source hub`)
+    hub_parts: tuple[tuple[str | None, str], ...] = ()  # (config, split) of ``hub`` that the loader reads
     note: str = ""
 
     @property
@@ -260,14 +261,15 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
             measures="BEGIN-labelled gold and model responses of WoW, CMU-DoG, TopicalChat (not FaithDial itself)"),
     Dataset("faithdial", "faithdial/data/test.json", source="Hugging Face hub McGill-NLP/FaithDial", licence="MIT",
             measures="faithfulness of Wizard-of-Wikipedia turns edited by FaithDial", hub="McGill-NLP/FaithDial",
-            note="hub only: pass --datasets faithdial=hub (online), or a local copy of data/test.json"),
+            hub_parts=((None, "test"),),
+            note="hub only: `vista data get faithdial --source hub`, or a local copy of data/test.json"),
     Dataset("ais", "ais", source="google-research-datasets/AIS@d3c826d0ab33 + ParlAI wizard_of_wikipedia.tgz",
             files=AIS, licence="CC BY 4.0 (AIS and Wizard of Wikipedia)",
             measures="attribution of WoW responses to the checked sentence (997 rated outputs)",
             note="test_random_split.json is not pinned: its hash and size are recorded at the first fetch"),
     Dataset("coconot", "coconot", source=f"{COCONOT_REPO}@{COCONOT_COMMIT[:12]} (+3206be6c4c91)", files=COCONOT,
             licence="MIT", measures="abstention: refusals to non-compliant requests vs compliant contrast answers",
-            hub="allenai/coconot"),
+            hub="allenai/coconot", hub_parts=(("original", "train"), ("pref", "train"))),
     Dataset("rgm-contradictions", "rgm_contradiction", source="shiki-sato/rgm-contradiction@e18dc8c3c052",
             files=RGM, built=RGM_BUILT, build=build_rgm,
             licence="mixed, non-commercial: CC BY 4.0 / CC BY-NC-SA 4.0 / CDLA-Sharing 1.0; BB3 and OPT-175B "

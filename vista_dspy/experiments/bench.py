@@ -5,6 +5,7 @@ Layout of a benchmark directory::
     benchmark.json                  the plan (datasets with paths, systems, n, seed, model) and every table
     table.csv / table.md            turn accuracy per dataset x system, McNemar marks against VISTA
     abstention.csv, contradiction.csv  (when CoCoNot / RGM-Contradictions were run)
+    table.md's paired sections      (when the seed system judged VISTA's human re-annotation: ``paired``)
     runs/<dataset>/<system>/        an ordinary `vista evaluate` output directory (run.json, verdicts.jsonl,
                                     summary.json) plus timing.json; rerunning resumes every one of them
 
@@ -30,7 +31,8 @@ from ..program import Vista
 from ..run.runner import RunResult, evaluate, run_settings
 from ..schema import Dialogue, DialogueVerdict
 from ..stages import CallFailures, StagedModule
-from .tables import PLAN, TIMING, write_tables
+from .paired import write_paired
+from .tables import PLAN, SEED_SYSTEM, TIMING, write_tables
 
 # name -> path under the data directory (``--data-dir``); "vista-human" is VISTA's own annotated format.
 DATASETS: dict[str, str] = {
@@ -45,7 +47,7 @@ DATASETS: dict[str, str] = {
     "coconot": "coconot",
     "rgm-contradictions": "rgm_contradiction",
 }
-SYSTEM_NAMES = ("vista", "vista-ctx", "evidence", "factscore", "factscore-nosplit", "judge")
+SYSTEM_NAMES = ("vista", "vista-ctx", SEED_SYSTEM, "evidence", "factscore", "factscore-nosplit", "judge")
 # VISTA ablations: run as extra systems named vista-<ablation>.
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no-ac": {"accumulate": False},
@@ -93,8 +95,8 @@ def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
 
 def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None,
                  changes: dict[str, Any] | None = None) -> StagedModule:
-    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, evidence, or a baseline. VISTA systems load
-    ``program`` with its saved options; ``changes`` (judging options given by the caller) win over them, and an
+    """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, seed, evidence, or a baseline. VISTA systems
+    load ``program`` (seed: the seed program) with its saved options; ``changes`` (judging options given by the caller) win over them, and an
     ablation's or vista-ctx's own change wins over both. ``evidence``: ``program``'s claims decided by the evidence
     cues alone (its rule's evidence model, or the shipped evidence rule when it has none): Decompose is the only
     LM call."""
@@ -103,6 +105,10 @@ def build_system(name: str, *, program: str | None = None, short_answer_tokens: 
     if name == "evidence":
         return Vista.evidence_from_program(program, short_answer_tokens=short_answer_tokens, **dict(changes or {}))
     options: dict[str, Any] = dict(changes or {})
+    if name == SEED_SYSTEM:
+        from ..compiled.files import SEED_PROGRAM
+
+        return Vista.from_program(SEED_PROGRAM, short_answer_tokens=short_answer_tokens, **options)
     if name == "vista-ctx":
         options["use_context"] = True
     elif name != "vista":
@@ -147,6 +153,7 @@ class BenchmarkResult:
     runs: dict[tuple[str, str], RunResult]
     tables: dict[str, pd.DataFrame]
     interrupted: bool = False
+    paired: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiments.paired: against the seed
 
 
 def run_benchmark(
@@ -200,7 +207,8 @@ def run_benchmark(
         if interrupted:
             break
     tables = write_tables(out_dir)
-    return BenchmarkResult(out_dir=out_dir, runs=runs, tables=tables, interrupted=interrupted)
+    return BenchmarkResult(out_dir=out_dir, runs=runs, tables=tables, interrupted=interrupted,
+                           paired=write_paired(out_dir))
 
 
 def load_record(name: str, dialogues: list[Dialogue]) -> dict[str, Any]:

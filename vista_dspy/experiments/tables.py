@@ -15,6 +15,7 @@ from ..optimize.metrics import mcnemar_exact
 from ..schema import Category, DialogueVerdict
 
 REFERENCE_SYSTEM = "vista"
+SEED_SYSTEM = "seed"  # VISTA with the seed program whatever --program is: the base of the paired tables
 TIMING = "timing.json"
 PLAN = "benchmark.json"
 
@@ -22,7 +23,7 @@ PLAN = "benchmark.json"
 def is_claim_categorizer(system: str) -> bool:
     """Whether a system sorts claims into VISTA's categories (FActScore has supported/unsupported only, the
     holistic judge no claims), so that ABSTENTION / CONTRADICTED rates mean something for it."""
-    return system == "vista" or system.startswith("vista-")
+    return system in (REFERENCE_SYSTEM, SEED_SYSTEM) or system.startswith("vista-")
 
 
 
