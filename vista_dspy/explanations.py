@@ -1,0 +1,101 @@
+"""The one sentence a person reads for a claim a decision rule decided: what was decided and its main reason. The
+chain behind it (the judge's label and reason, the rule's P(unsafe) and threshold, what the rule decided alone, a
+turn threshold) is kept in the verdict's own fields, not in the sentence.
+
+The main reason is the rule's input that moved the decision furthest: of the deciding linear model's inputs, the one
+whose weight difference between the decided class and the strongest other class, times the distance of its value
+from its least favourable value, is largest ("all of its content words are in the reference" carries a safe decision
+because none would have carried it the other way). Every input's value is in the verdict's ``cues`` and
+``probabilities``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .decision import (
+    CATEGORIZE_LABELS,
+    JUDGE_FEATURES,
+    SAFE_CLASSES,
+    UNSAFE_CATEGORIES,
+    UNSAFE_CLASS,
+    DecisionRule,
+    features,
+)
+
+_SOURCES = {
+    "uncovered_reference": "the reference",
+    "uncovered_knowledge": "the knowledge store",
+    "uncovered_history": "the dialogue before it",
+    "uncovered_all": "the reference, the knowledge store or the dialogue",
+}
+# Every input lies in [0, 1] but these (Verify's logit, scaled).
+_LOW = {"verify_logit": -1.0}
+# What a cue says when it is set, and when it is not.
+_FLAGS = {
+    "speaker": ("it is about a speaker", "it is not about a speaker"),
+    "opinion": ("it gives an opinion", "it gives no opinion"),
+    "hedge": ("it hedges or declines", "it does not hedge"),
+    "speaker_opinion": ("it is a speaker's own view", "it is not a speaker's own view"),
+    "attributed": ("a speaker only frames what it says", "no speaker frames it"),
+    "question": ("it is a question", "it is not a question"),
+    "coverage": ("it is a sentence of the turn that no claim covered", "it is one of Decompose's claims"),
+    "categorized": ("Verify did not verify it", "Verify verified it"),
+}
+
+
+def main_reason(rule: DecisionRule, decided_by: str, category: str, cues: Mapping[str, float],
+                verify: Mapping[str, float] | None = None, categorize: Mapping[str, float] | None = None,
+                against: str | None = None) -> str:
+    """The main reason, in words, why ``rule``'s model (``decided_by``: "rule" for the judged model, "evidence" for
+    the evidence model) put the claim in ``category`` rather than ``against`` (default: the most probable class on
+    the other side of the unsafe threshold)."""
+    model = rule.judged if decided_by == "rule" and rule.judged is not None else rule.evidence
+    values = features(cues, verify, categorize)  # what ``decision.decide`` gave the model
+    unsafe = category in UNSAFE_CATEGORIES
+    decided = UNSAFE_CLASS if unsafe else category
+    if against is None or against in UNSAFE_CATEGORIES:
+        p = model.probabilities(values)
+        against = max(SAFE_CLASSES, key=p.__getitem__) if unsafe else UNSAFE_CLASS
+    rows = {c: dict(zip(model.features, row)) for c, row in zip(model.classes, model.coef)}
+    push = {}
+    for f in model.features:  # how far its value moved the decision from where its least favourable value would
+        weight = rows[decided][f] - rows[against][f]
+        push[f] = weight * (values[f] - (_LOW.get(f, 0.0) if weight > 0 else 1.0))
+    strongest = max(push, key=push.__getitem__, default=None)
+    if strongest is None or push[strongest] <= 0:
+        return "of the rule's prior alone (no input of it moved the decision)"
+    return _say(strongest, values[strongest], unsafe, verify, categorize)
+
+
+def _say(feature: str, value: float, unsafe: bool, verify: Mapping[str, float] | None,
+         categorize: Mapping[str, float] | None) -> str:
+    if feature in _SOURCES:
+        share = value if unsafe else 1 - value
+        amount = "all" if share >= 1 else "none" if share <= 0 else f"{share:.0%}"
+        return f"{amount} of its content words {'are not' if unsafe else 'are'} in {_SOURCES[feature]}"
+    if feature in _FLAGS:
+        return _FLAGS[feature][0 if value else 1]
+    if feature == "length":
+        return f"its length ({'12 or more' if value >= 1 else round(value * 12)} content words)"
+    if feature == "verify_logit" and verify is not None:
+        return f"Verify gave VERIFIED a probability of {float(verify.get('VERIFIED', 0.0)):.2f}"
+    if feature in JUDGE_FEATURES[2:] and categorize is not None:
+        label = CATEGORIZE_LABELS[JUDGE_FEATURES[2:].index(feature)]
+        return f"Categorize gave {label} a probability of {float(categorize.get(label, 0.0)):.2f}"
+    return f"its {feature.replace('_', ' ')}"
+
+
+def overruled(category: str, judge_label: str, reason: str) -> str:
+    """A claim the rule decided against the judge's own label."""
+    return f"{category} rather than the judge's {judge_label}, because {reason}."
+
+
+def by_evidence(category: str, reason: str) -> str:
+    """A claim the cascade decided by its evidence alone, without asking the judge."""
+    return f"{category} by its evidence alone (the judge was not asked), because {reason}."
+
+
+def most_doubtful(category: str, reason: str) -> str:
+    """A claim made unsafe as its turn's most doubtful claim (the rule's turn threshold)."""
+    return f"{category} as the most doubtful claim of its turn, because {reason}."
