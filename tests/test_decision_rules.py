@@ -157,7 +157,8 @@ def test_a_rule_decides_against_the_judge_and_says_so():
     supported, marked = verdict.turns[0].claims
     assert marked.category is Category.VERIFIED and marked.raw_label == "LACKING EVIDENCE"
     assert marked.decided_by == "rule" and marked.explanation == (
-        "VERIFIED rather than the judge's LACKING EVIDENCE, because Verify gave VERIFIED a probability of 0.35.")
+        "VERIFIED rather than the judge's LACKING EVIDENCE, because Verify gave VERIFIED a probability of 0.35, not "
+        "enough for the rule to call it LACKING EVIDENCE.")  # the rule's bar for unsafe is P(VERIFIED) 0.2
     # The chain behind the sentence, in fields: the judge's label and reason, the rule's P(unsafe) and threshold.
     assert (marked.judge_explanation, marked.rule_label, marked.threshold) == ("rule for LACKING EVIDENCE",
                                                                                "VERIFIED", 0.5)

@@ -2,11 +2,11 @@
 chain behind it (the judge's label and reason, the rule's P(unsafe) and threshold, what the rule decided alone, a
 turn threshold) is kept in the verdict's own fields, not in the sentence.
 
-The main reason is the rule's input that moved the decision furthest: of the deciding linear model's inputs, the one
-whose weight difference between the decided class and the strongest other class, times the distance of its value
-from its least favourable value, is largest ("all of its content words are in the reference" carries a safe decision
-because none would have carried it the other way). Every input's value is in the verdict's ``cues`` and
-``probabilities``.
+The main reason is the rule's input that pushed hardest toward the decision: of the deciding linear model's inputs,
+the one whose weight difference between the decided class and the strongest other class, times the distance of its
+value from a value that speaks for neither side (an even share or probability, a cue not set), is largest. When every
+input pushed the other way (the rule's intercept carried it), the sentence names the strongest of them and says it
+was not enough. Every input's value is in the verdict's ``cues`` and ``probabilities``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ _SOURCES = {
     "uncovered_history": "the dialogue before it",
     "uncovered_all": "the reference, the knowledge store or the dialogue",
 }
-# Every input lies in [0, 1] but these (Verify's logit, scaled).
-_LOW = {"verify_logit": -1.0}
 # What a cue says when it is set, and when it is not.
 _FLAGS = {
     "speaker": ("it is about a speaker", "it is not about a speaker"),
@@ -58,14 +56,25 @@ def main_reason(rule: DecisionRule, decided_by: str, category: str, cues: Mappin
         p = model.probabilities(values)
         against = max(SAFE_CLASSES, key=p.__getitem__) if unsafe else UNSAFE_CLASS
     rows = {c: dict(zip(model.features, row)) for c, row in zip(model.classes, model.coef)}
-    push = {}
-    for f in model.features:  # how far its value moved the decision from where its least favourable value would
-        weight = rows[decided][f] - rows[against][f]
-        push[f] = weight * (values[f] - (_LOW.get(f, 0.0) if weight > 0 else 1.0))
-    strongest = max(push, key=push.__getitem__, default=None)
-    if strongest is None or push[strongest] <= 0:
+    push = {f: (rows[decided][f] - rows[against][f]) * (values[f] - _neutral(f)) for f in model.features}
+    if not any(push.values()):
         return "of the rule's prior alone (no input of it moved the decision)"
-    return _say(strongest, values[strongest], unsafe, verify, categorize)
+    strongest = max(push, key=push.__getitem__)
+    if push[strongest] > 0:
+        return _say(strongest, values[strongest], unsafe, verify, categorize)
+    # Every input pushed against the decision: the rule's intercept carried it.
+    weakest = min(push, key=push.__getitem__)
+    return (f"{_say(weakest, values[weakest], against in UNSAFE_CATEGORIES or against == UNSAFE_CLASS, verify, categorize)}"
+            f", not enough for the rule to call it {against}")
+
+
+def _neutral(feature: str) -> float:
+    """The value of an input that speaks for neither side: an even share or probability, a cue not set."""
+    if feature in _FLAGS:
+        return 0.0
+    if feature in JUDGE_FEATURES[2:]:
+        return 1 / len(CATEGORIZE_LABELS)
+    return 0.0 if feature == "verify_logit" else 0.5
 
 
 def _say(feature: str, value: float, unsafe: bool, verify: Mapping[str, float] | None,
@@ -77,7 +86,9 @@ def _say(feature: str, value: float, unsafe: bool, verify: Mapping[str, float] |
     if feature in _FLAGS:
         return _FLAGS[feature][0 if value else 1]
     if feature == "length":
-        return f"its length ({'12 or more' if value >= 1 else round(value * 12)} content words)"
+        words = round(value * 12)
+        return ("it has 12 or more content words" if value >= 1 else "it has no content word" if not words
+                else f"it has {words} content word{'s' if words > 1 else ''}")
     if feature == "verify_logit" and verify is not None:
         return f"Verify gave VERIFIED a probability of {float(verify.get('VERIFIED', 0.0)):.2f}"
     if feature in JUDGE_FEATURES[2:] and categorize is not None:
