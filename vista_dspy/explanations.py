@@ -80,9 +80,11 @@ def _neutral(feature: str) -> float:
 def _say(feature: str, value: float, unsafe: bool, verify: Mapping[str, float] | None,
          categorize: Mapping[str, float] | None) -> str:
     if feature in _SOURCES:
-        share = value if unsafe else 1 - value
-        amount = "all" if share >= 1 else "none" if share <= 0 else f"{share:.0%}"
-        return f"{amount} of its content words {'are not' if unsafe else 'are'} in {_SOURCES[feature]}"
+        inside = 1 - value  # the share of its content words the source holds
+        if inside <= 0 or inside >= 1:
+            return f"{'none' if inside <= 0 else 'all'} of its content words are in {_SOURCES[feature]}"
+        return (f"{value:.0%} of its content words are not in {_SOURCES[feature]}" if unsafe
+                else f"{inside:.0%} of its content words are in {_SOURCES[feature]}")
     if feature in _FLAGS:
         return _FLAGS[feature][0 if value else 1]
     if feature == "length":
