@@ -156,7 +156,13 @@ def test_a_rule_decides_against_the_judge_and_says_so():
     verdict, _ = judge(program)
     supported, marked = verdict.turns[0].claims
     assert marked.category is Category.VERIFIED and marked.raw_label == "LACKING EVIDENCE"
-    assert marked.decided_by == "rule" and marked.explanation.startswith("Decided VERIFIED against the judge's")
+    assert marked.decided_by == "rule" and marked.explanation == (
+        "VERIFIED rather than the judge's LACKING EVIDENCE, because Verify gave VERIFIED a probability of 0.35, not "
+        "enough for the rule to call it LACKING EVIDENCE.")  # the rule's bar for unsafe is P(VERIFIED) 0.2
+    # The chain behind the sentence, in fields: the judge's label and reason, the rule's P(unsafe) and threshold.
+    assert (marked.judge_explanation, marked.rule_label, marked.threshold) == ("rule for LACKING EVIDENCE",
+                                                                               "VERIFIED", 0.5)
+    assert marked.p_unsafe == pytest.approx(0.317, abs=0.001)  # sigmoid(log(0.2 / 0.8) - logit(0.35))
     assert supported.category is Category.VERIFIED and supported.cues["uncovered_reference"] == 0.0
     assert verdict.turns[0].label == "faithful"
 
@@ -196,7 +202,9 @@ def test_the_cascade_skips_exactly_the_claims_in_its_band():
     verdict, server = judge(program)
     supported, marked = verdict.turns[0].claims
     assert supported.stage == "evidence" and supported.decided_by == "evidence"
-    assert supported.category is Category.VERIFIED and "Decided by evidence alone" in supported.explanation
+    assert supported.explanation == ("VERIFIED by its evidence alone (the judge was not asked), because all of its "
+                                     "content words are in the reference.")
+    assert supported.category is Category.VERIFIED and supported.threshold == 0.5 and supported.raw_label is None
     assert marked.stage == "categorize" and marked.decided_by == "rule"  # Verify did not verify it
     assert verdict.usage.by_stage["verify"].calls == 1 and verdict.usage.by_stage["categorize"].calls == 1
 

@@ -1,5 +1,6 @@
 """VISTA as the metric of another DSPy program, with the fake server as both the chatbot's LM and the judge's."""
 
+import re
 from pathlib import Path
 
 import dspy
@@ -55,8 +56,11 @@ def test_the_feedback_form_names_every_unsafe_claim_with_its_reason():
         result = metric(example(), prediction, None, "respond", None)
         assert metric.feedback(example(), prediction) == result  # the former name, kept
     assert result.score == pytest.approx(1 / 3)
-    assert '- LACKING EVIDENCE: "Lisbon has ten hills." -- rule for LACKING EVIDENCE' in result.feedback
-    assert '- CONTRADICTED: "Lisbon was never a capital." -- rule for CONTRADICTED' in result.feedback
+    # each with where the response said it (``ClaimVerdict.spans``)
+    assert ('- LACKING EVIDENCE: "Lisbon has ten hills." (said as "Lisbon has ten hills" at chars 0-20 of the '
+            'response) -- rule for LACKING EVIDENCE') in result.feedback
+    assert ('- CONTRADICTED: "Lisbon was never a capital." (said as "Lisbon was never a capital" at chars 22-48 of '
+            'the response) -- rule for CONTRADICTED') in result.feedback
     assert "2 of 3 claims" in result.feedback and "The reference says: Lisbon is the capital" in result.feedback
 
 
@@ -180,7 +184,8 @@ def test_gepa_takes_the_metric_itself_and_its_reflection_reads_vista_s_feedback(
         reflections = [prompt for (model, _), prompt in zip(server.models, server.prompts) if model == "reflect"]
     assert isinstance(optimized, Chatbot) and reflections
     # (the reflection prompt holds the feedback as a JSON string: its quotes escaped)
-    assert 'LACKING EVIDENCE: \\"The city was founded in 1850.\\" -- rule for LACKING EVIDENCE' in reflections[0]
+    assert re.search(r'LACKING EVIDENCE: \\"The city was founded in 1850.\\" \(said as \\"The city was founded in '
+                     r'1850\\" at chars \d+-\d+ of the response\) -- rule for LACKING EVIDENCE', reflections[0])
 
 
 def test_the_example_chatbot_is_optimized_with_gepa(capsys, dev_file):

@@ -145,9 +145,10 @@ def _judge_quickstart(tmp_path, *options: str) -> tuple[subprocess.CompletedProc
     for turn in verdict["turns"]:
         for claim in turn["claims"]:
             assert claim["category"] != "ERROR"
-            if claim["stage"] == "evidence" or claim.get("raw_label") not in (None, claim["category"]):
-                # Decided by the program's rule alone, or against the judge's label: the explanation says so.
-                assert claim["explanation"].startswith("Decided ")
+            if claim["stage"] == "evidence":  # decided by the program's rule alone: the explanation says so
+                assert claim["explanation"].startswith(f"{claim['category']} by its evidence alone")
+            elif claim.get("raw_label") not in (None, claim["category"]):  # against the judge's label: says so too
+                assert claim["explanation"].startswith(f"{claim['category']} rather than the judge's")
             else:
                 # Verify answers with its label alone by default; Categorize always explains.
                 assert bool(claim["explanation"]) == (claim["category"] != "VERIFIED")

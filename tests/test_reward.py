@@ -213,6 +213,8 @@ def test_the_per_claim_breakdown_of_a_batch_reaches_the_callback_and_the_rows():
     assert seen == [reward.last_batch]
     assert [(row["index"], row["category"]) for row in reward.claim_rows()] == [
         (0, "VERIFIED"), (0, "VERIFIED"), (1, "VERIFIED"), (1, "LACKING EVIDENCE")]
+    # each row says where the completion said its claim: "Lisbon has ten hills" is HALLUCINATED[35:55]
+    assert [row["spans"] for row in reward.claim_rows()] == [[[0, 33]], [[35, 57]], [[0, 33]], [[35, 55]]]
     assert seen[0][1].label == "hallucinated"
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import explanations
 from .decision import Decision, DecisionRule, TurnCall, decide
-from .evidence import describe
+from .explanations import main_reason
 from .schema import Category, ClaimVerdict, GoldClaim, LabelProbabilities
 from .stages import StageResult
 
@@ -30,35 +31,56 @@ def claim_verdict(rule: DecisionRule | None, claim: str | GoldClaim, verified: S
     raw = "VERIFIED" if said_verified else categorized.prediction.category
     stage = "verify" if said_verified else "categorize"
     explanation = (verified.prediction.get("explanation") or "" if said_verified
-                   else categorized.prediction.get("explanation") or f"Categorized {raw}: {describe(cues)}.")
+                   else categorized.prediction.get("explanation") or "")
+    label_alone = not said_verified and not explanation  # Categorize asked for its category alone
     if rule is None:
+        explanation = explanations.label_alone(raw, cues) if label_alone else explanation
         return ClaimVerdict(category=Category(raw), explanation=explanation, stage=stage, **common)
     probabilities = common["probabilities"]
-    decision = decide(rule, cues, probabilities.verify if probabilities else None,
-                      probabilities.categorize if probabilities and not said_verified else None, raw)
-    if decision.category.value != raw:
-        explanation = (f"Decided {decision.category.value} against the judge's {raw} (the rule's P(unsafe) "
-                       f"{decision.p_unsafe:.2f}; {describe(cues)})." + (f" Judge: {explanation}"
-                                                                        if explanation else ""))
-    return ClaimVerdict(category=decision.category, explanation=explanation, stage=stage, raw_label=raw,
-                        p_unsafe=round(decision.p_unsafe, 4), decided_by=decision.decided_by, **common)
+    verify = probabilities.verify if probabilities else None
+    categorize = probabilities.categorize if probabilities and not said_verified else None
+    decision = decide(rule, cues, verify, categorize, raw)
+    chain: dict[str, Any] = {"raw_label": raw, "p_unsafe": round(decision.p_unsafe, 4),
+                             "decided_by": decision.decided_by, "threshold": _threshold(rule, decision),
+                             "rule_label": decision.category.value}
+    if decision.category.value != raw:  # the sentence says why; the judge's own reason is kept beside it
+        reason = main_reason(rule, decision.decided_by, decision.category.value, cues, verify, categorize)
+        chain["judge_explanation"] = explanation or None
+        explanation = explanations.overruled(decision.category.value, raw, reason)
+    elif label_alone:
+        explanation = explanations.agreed(raw, main_reason(rule, decision.decided_by, raw, cues, verify, categorize))
+    return ClaimVerdict(category=decision.category, explanation=explanation, stage=stage, **chain, **common)
 
-def by_evidence_verdict(claim: str | GoldClaim, decision: Decision, cues: dict[str, float]) -> ClaimVerdict:
-    """A claim the cascade decided by its evidence alone: no LM call, the cues as its explanation."""
+
+def by_evidence_verdict(rule: DecisionRule, claim: str | GoldClaim, decision: Decision, cues: dict[str, float]
+                        ) -> ClaimVerdict:
+    """A claim the cascade decided by its evidence alone: no LM call; its explanation names the cue that decided."""
     text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
+    reason = main_reason(rule, "evidence", decision.category.value, cues)
     return ClaimVerdict(claim=text, gold_category=gold, category=decision.category, stage="evidence",
-                        explanation=f"Decided by evidence alone (P(unsafe) {decision.p_unsafe:.2f}): "
-                                    f"{describe(cues)}.",
-                        cues=cues, p_unsafe=round(decision.p_unsafe, 4), decided_by="evidence")
+                        explanation=explanations.by_evidence(decision.category.value, reason),
+                        cues=cues, p_unsafe=round(decision.p_unsafe, 4), decided_by="evidence",
+                        threshold=_threshold(rule, decision), rule_label=decision.category.value)
 
 
 def as_most_doubtful(verdict: ClaimVerdict, rule: DecisionRule) -> ClaimVerdict:
     """The turn's most doubtful claim, unsafe under the rule's turn threshold (``decision.most_doubtful``)."""
     category = Category.CONTRADICTED if verdict.raw_label == "CONTRADICTED" else Category.LACKING_EVIDENCE
-    said = f"; it was {verdict.category.value}" + (f": {verdict.explanation}" if verdict.explanation else "")
-    return verdict.model_copy(update={"category": category, "explanation": (
-        f"Decided {category.value} as the turn's most doubtful claim (the rule's P(unsafe) {verdict.p_unsafe:.2f} "
-        f"reaches the turn threshold {rule.turn_threshold:.2f}){said}")})
+    probabilities = verdict.probabilities
+    reason = main_reason(rule, verdict.decided_by or "evidence", category.value, verdict.cues or {},
+                         probabilities.verify if probabilities else None,
+                         probabilities.categorize if probabilities and verdict.stage == "categorize" else None,
+                         against=verdict.category.value)
+    judge_explanation = (verdict.judge_explanation if verdict.judge_explanation is not None
+                         else verdict.explanation if verdict.stage != "evidence" else None)
+    return verdict.model_copy(update={"category": category, "turn_threshold": rule.turn_threshold,
+                                      "judge_explanation": judge_explanation or None,
+                                      "explanation": explanations.most_doubtful(category.value, reason)})
+
+
+def _threshold(rule: DecisionRule, decision: Decision) -> float:
+    """The P(unsafe) from which the model that decided calls a claim unsafe."""
+    return (rule.judged if decision.decided_by == "rule" and rule.judged is not None else rule.evidence).threshold
 
 
 def turn_model_explanation(call: TurnCall, verdicts: list[ClaimVerdict]) -> str:

@@ -102,12 +102,3 @@ def evidence_of(dialogue: Dialogue, index: int, knowledge: Sequence[str]) -> Tur
     return TurnEvidence.of(turn.grounding.document if turn.grounding else None, knowledge,
                            [t.text for t in dialogue.turns[:index]])
 
-
-def describe(cues: dict[str, float]) -> str:
-    """A short reading of a claim's cues, for the explanation of a claim decided by evidence."""
-    parts = [f"{1 - cues['uncovered_reference']:.0%} of its content words in the reference",
-             f"{1 - cues['uncovered_all']:.0%} in the reference, the store or the dialogue"]
-    flags = [name for name in ("speaker", "opinion", "hedge", "attributed", "question") if cues.get(name)]
-    if flags:
-        parts.append("cues: " + ", ".join(flags))
-    return "; ".join(parts)

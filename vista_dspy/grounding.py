@@ -36,6 +36,11 @@ def _stem(word: str) -> str:
     return word[:4] if len(word) > 4 else word.rstrip("s") or word
 
 
+def content_stem(word: str) -> str | None:
+    """The stem ``content_words`` keeps for one lowercased word, or None for a function or speaker word."""
+    return _stem(word) if len(word) > 1 and word not in _IGNORED else None
+
+
 def content_words(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in _IGNORED}
 

@@ -382,7 +382,7 @@ class Vista(StagedModule):
         verdicts: list[ClaimVerdict] = []
         for i, claim in enumerate(claims.claims):
             if i in early:
-                verdicts.append(by_evidence_verdict(claim, early[i], cues[i]))
+                verdicts.append(by_evidence_verdict(self.rule, claim, early[i], cues[i]))
             else:
                 j = asked.index(i)
                 verdicts.append(claim_verdict(self.rule, claim, verified[j], categorized.get(j), cues[i]))

@@ -271,6 +271,19 @@ class ClaimVerdict(_Record):
     decided_by: Literal["rule", "evidence"] | None = None
     # "coverage": not one of Decompose's claims but a sentence of the turn that no claim covered, judged as a claim.
     added_by: Literal["coverage"] | None = None
+    # Where the turn said it: character spans [start, end) of the turn's text, and how they were found (``spans``):
+    # "exact" (the claim's text is in the turn), "words" (its content words are), "unaligned" (not found: no span
+    # rather than a wrong one); None in a record written before spans existed.
+    spans: list[tuple[int, int]] = Field(default_factory=list)
+    alignment: Literal["exact", "words", "unaligned"] | None = None
+    # The chain of decisions behind a rule's ``category`` (the explanation is one sentence; these are its steps):
+    # the judge's own reason when the explanation is not it; the P(unsafe) from which the deciding model calls a
+    # claim unsafe (beside ``p_unsafe``); what the rule decided for the claim alone; and, when the claim was made
+    # unsafe as its turn's most doubtful claim, the turn threshold its P(unsafe) reached.
+    judge_explanation: str | None = None
+    threshold: float | None = None
+    rule_label: str | None = None
+    turn_threshold: float | None = None
 
 
 class ContradictionVerdict(_Record):

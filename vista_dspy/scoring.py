@@ -31,6 +31,7 @@ from .schema import (
     TurnVerdict,
     Usage,
 )
+from .spans import with_spans
 
 
 def turn_label(categories: Iterable[Category], *, failed: bool = False, contradiction: bool = False) -> TurnLabel:
@@ -48,7 +49,9 @@ def turn_verdict(index: int, turn: Turn, claims: list[ClaimVerdict], *, error: s
                  **fields: Any) -> TurnVerdict:
     """The verdict on judged turn ``index``: its label and score from its claims (``turn_label``; ``label`` for a
     holistic judge), what the turn was judged against, and its gold label. ``error``: why the turn has no claims (a
-    failed decomposition). ``fields``: the rest of ``TurnVerdict``'s."""
+    failed decomposition). Each claim gets the span(s) of the turn it was said in (``spans``). ``fields``: the rest
+    of ``TurnVerdict``'s."""
+    claims = with_spans(turn.text, claims)  # where the turn said each claim
     categories = [c.category for c in claims]
     if label is None:
         label = turn_label(categories, failed=error is not None or bool(contradiction and contradiction.error),

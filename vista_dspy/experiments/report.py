@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..schema import Category, DialogueVerdict
+from ..spans import unsafe_parts, where
 
 STYLE = {
     Category.VERIFIED: "green",
@@ -64,8 +65,9 @@ def print_verdict(console: Console, verdict: DialogueVerdict) -> None:
         for claim in turn.claims:
             why = claim.error if claim.category == Category.ERROR else claim.explanation
             gold = f" (gold {claim.gold_category.value})" if claim.gold_category else ""
+            place = f" [dim]({where(claim)})[/]" if where(claim) else ""  # where the turn said it
             console.print(
-                f"  [{STYLE[claim.category]}]{claim.category.value:<16}[/] {claim.claim}{gold}\n"
+                f"  [{STYLE[claim.category]}]{claim.category.value:<16}[/] {escape(claim.claim)}{gold}{place}\n"
                 f"  {'':16} [dim]{why}[/]",
                 highlight=False,
             )
@@ -296,6 +298,7 @@ def _browser_turns(verdicts: Sequence[DialogueVerdict]) -> list[dict[str, Any]]:
                 "dialogue_id": verdict.dialogue_id,
                 "turn_index": turn.turn_index,
                 "text": turn.text,
+                "parts": unsafe_parts(turn),  # the turn's text, its unsafe claims' spans highlighted
                 "label": turn.label,
                 "gold_label": turn.gold_label,
                 "expected": verdict.source.get("expected"),
@@ -312,6 +315,7 @@ def _browser_turns(verdicts: Sequence[DialogueVerdict]) -> list[dict[str, Any]]:
                     "category": c.category.value,
                     "gold_category": c.gold_category.value if c.gold_category else None,
                     "why": c.error if c.category == Category.ERROR else c.explanation,
+                    "unaligned": c.alignment == "unaligned",
                 } for c in turn.claims],
             })
     return rows

@@ -37,6 +37,7 @@ from ..schema import (
     number_passages,
 )
 from ..scoring import safe_and_judged
+from ..spans import where
 from ..stages import CallFailures, EndpointDown
 
 logger = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class VistaMetric:
                  "or the dialogue so far." if unsafe else
                  f"All {len(turn.claims)} claims of the response are supported, or are opinions, remarks or "
                  "refusals."]
-        lines += [f"- {claim_line(claim)}" for claim in unsafe]
+        lines += [f"- {claim_line(claim, turn.text)}" for claim in unsafe]
         errors = [c for c in turn.claims if c.category is Category.ERROR]
         if errors:
             lines.append(f"({len(errors)} claims could not be judged: they count as not supported.)")
@@ -267,10 +268,15 @@ def unjudged_parts(verdict: DialogueVerdict) -> list[str]:
                      if t.contradiction is not None and t.contradiction.error]
 
 
-def claim_line(claim: ClaimVerdict) -> str:
-    """One judged claim in a line: its category, its text and the judge's reason."""
+def claim_line(claim: ClaimVerdict, turn: str | None = None) -> str:
+    """One judged claim in a line: its category, its text, (given the ``turn``'s text) where the turn said it, and
+    the judge's reason."""
     why = claim.error if claim.category is Category.ERROR else claim.explanation
-    return f"{claim.category.value}: \"{claim.claim}\" -- {why or 'no reason given'}"
+    said = ""
+    if turn is not None and claim.spans:
+        said = " (said as \"" + " ... ".join(turn[start:end] for start, end in claim.spans) + \
+            f"\" at {where(claim)} of the response)"
+    return f"{claim.category.value}: \"{claim.claim}\"{said} -- {why or 'no reason given'}"
 
 
 def _judge_lm(judge: str | dspy.BaseLM, port: int | None):

@@ -164,8 +164,8 @@ class VistaReward:
         return batch
 
     def claim_rows(self) -> list[dict[str, Any]]:
-        """The last batch's claims, one flat row each (index, reward, label, category, claim, explanation): a
-        table for a training log."""
+        """The last batch's claims, one flat row each (index, reward, label, category, claim, explanation, spans in
+        the completion): a table for a training log."""
         return [{"index": v.index, "reward": v.reward, "label": v.label, **claim}
                 for v in self.last_batch for claim in v.to_dict()["claims"]]
 

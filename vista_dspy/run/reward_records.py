@@ -34,12 +34,14 @@ class RewardVerdict:
         return self.turn.label if self.turn is not None and self.reward is not None else "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        """For a log or a pairs file: the reward, the label, VISTA's score and every claim with its verdict."""
+        """For a log or a pairs file: the reward, the label, VISTA's score and every claim with its verdict and its
+        character spans in the completion (``ClaimVerdict.spans``; empty: not found in it)."""
         turn = self.turn
         return {"reward": self.reward, "label": self.label, "score": turn.score if turn else None,
                 "reason": self.reason,
                 "claims": [{"claim": c.claim, "category": c.category.value,
-                            "explanation": c.error if c.category is Category.ERROR else c.explanation}
+                            "explanation": c.error if c.category is Category.ERROR else c.explanation,
+                            "spans": [list(span) for span in c.spans]}  # where the completion said it
                            for c in (turn.claims if turn else [])]}
 
 
