@@ -9,7 +9,7 @@ pytest.importorskip("inspect_ai", reason="the [inspect] extra is not installed")
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
-from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.solver import generate
 
 from vista_dspy.integrations.inspect import vista_scorer
@@ -25,8 +25,10 @@ ANSWERS = {"Lisbon is the capital of Portugal. Lisbon has seven hills.": (1.0, "
 
 def test_an_inspect_eval_records_a_vista_score_per_sample(tmp_path):
     answers = list(ANSWERS)
-    model = get_model("mockllm/model", custom_outputs=[
-        ModelOutput.from_content(model="mockllm/model", content=answer) for answer in answers])
+    outputs = [ModelOutput.from_content(model="mockllm/model", content=answer) for answer in answers]
+    for output in outputs:  # given usage, mockllm counts no tokens (its tiktoken encoding is a download)
+        output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    model = get_model("mockllm/model", custom_outputs=outputs)
     samples = [Sample(id=i, input="Tell me about Lisbon.", metadata={"document": DOC}) for i in range(len(answers))]
     with FakeOpenAIServer() as server:
         judge = ModelConfig(model="hosted_vllm/judge", api_base=server.url, num_retries=0, cache=False).build()

@@ -5,7 +5,8 @@ Each completion is judged as VISTA judges an assistant turn (``VistaMetric``'s d
 assistant turns are common ground, the completion is verified against the row's passages). What VISTA derives from
 the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
 completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
-request slots as ``vista evaluate --concurrency``) and the judge's LM cache. How the call's arguments are read is
+request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is the async twin (the same
+batch steps, driven on the caller's event loop). How the call's arguments are read is
 ``trainer_args``, how a verdict becomes a number ``reward_shapes``, what comes back ``reward_records``.
 """
 
