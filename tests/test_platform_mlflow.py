@@ -22,6 +22,7 @@ ROWS = [("Tell me about Lisbon.", "Lisbon is the capital of Portugal. Lisbon has
 def tracking(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)  # MLflow writes trace artifacts under ./mlruns
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_experiment("vista")
     yield
