@@ -299,6 +299,47 @@ def test_all_pairs_of_a_group_exclude_its_ties():
     assert sorted((p["chosen"], p["rejected"]) for p in pairs) == [("a", "c"), ("b", "c")]
 
 
+# TRL's two preference formats, as its dataset-formats guide writes them (trl itself is not installed here: it
+# requires torch, so its helpers `is_conversational` / `maybe_apply_chat_template` cannot be imported in CI).
+TRL_STANDARD = {"prompt": "The sky is", "chosen": " blue.", "rejected": " green."}
+TRL_CONVERSATIONAL = {"prompt": [{"role": "user", "content": "What color is the sky?"}],
+                      "chosen": [{"role": "assistant", "content": "It is blue."}],
+                      "rejected": [{"role": "assistant", "content": "It is green."}]}
+
+
+def trl_format(example):
+    """The format a pair is in by TRL's documented examples: 'standard', 'conversational', or None (neither)."""
+    def messages(value):
+        return isinstance(value, list) and all(isinstance(m, dict) and set(m) == {"role", "content"}
+                                               and isinstance(m["content"], str) for m in value)
+
+    fields = [example[k] for k in ("prompt", "chosen", "rejected")]
+    if all(isinstance(v, str) for v in fields):
+        return "standard"
+    if messages(fields[0]) and all(messages(v) and [m["role"] for m in v] == ["assistant"] for v in fields[1:]):
+        return "conversational"
+    return None
+
+
+@pytest.mark.parametrize("prompt,responses,expected", [
+    ("Hi", ["a", [{"role": "assistant", "content": "b"}]], "standard"),
+    ([{"role": "user", "content": "Hi"}], ["a", "b"], "conversational"),
+    ([{"role": "user", "content": "Hi"}], [[{"role": "assistant", "content": "a"}], {"content": "b"}],
+     "conversational"),
+])
+def test_pairs_are_in_trl_s_preference_format_matching_the_prompt(prompt, responses, expected):
+    from vista_dspy.run.pairs import Group, preference_pairs
+
+    assert (trl_format(TRL_STANDARD), trl_format(TRL_CONVERSATIONAL)) == ("standard", "conversational")
+    [pair] = preference_pairs(Group("g", 1, prompt, responses, [DOC]),
+                              [RewardVerdict(0, 0.9, None), RewardVerdict(1, -0.2, None)])
+    assert trl_format(pair) == expected
+    assert pair["prompt"] == prompt
+    text = [pair["chosen"], pair["rejected"]] if expected == "standard" else [
+        pair["chosen"][0]["content"], pair["rejected"][0]["content"]]
+    assert text == ["a", "b"]
+
+
 @pytest.mark.parametrize("line,message", [
     ('{"prompt": "Hi", "document": "d", "responses": ["one"]}',
      "line 1: field 'responses': expected a list of at least two"),

@@ -11,7 +11,9 @@ Input, one JSON object per line (JSON Lines)::
      "document": "..." | ["passage", ...],         (or retrieved_context, retrieved_contexts, context)
      "background": "..." | ["fact", ...]}          (optional; or persona)
 
-Output, one pair per line: ``prompt``, ``chosen`` and ``rejected`` as the input gave them, ``margin`` (chosen's
+Output, one pair per line, in TRL's preference format matching the prompt's: a text prompt gives ``chosen`` and
+``rejected`` as texts (its standard format), a chat prompt gives each as a list holding the assistant's message (its
+conversational format); then ``margin`` (chosen's
 reward - rejected's), ``chosen_reward`` / ``rejected_reward``, ``chosen_verdict`` / ``rejected_verdict`` (label,
 VISTA score, each claim's category and reason), ``id`` and ``shape``.
 """
@@ -145,13 +147,26 @@ def preference_pairs(group: Group, verdicts: Sequence[RewardVerdict], *, pairing
         if margin > min_margin:
             pairs.append({
                 "id": group.id, "prompt": group.prompt,
-                "chosen": group.responses[chosen], "rejected": group.responses[rejected],
+                "chosen": trl_response(group.prompt, group.responses[chosen]),
+                "rejected": trl_response(group.prompt, group.responses[rejected]),
                 "margin": margin, "chosen_reward": verdicts[chosen].reward,
                 "rejected_reward": verdicts[rejected].reward,
                 "chosen_verdict": verdicts[chosen].to_dict(), "rejected_verdict": verdicts[rejected].to_dict(),
                 "shape": shape,
             })
     return pairs
+
+
+def trl_response(prompt: Any, response: Any) -> Any:
+    """A response in the preference format of its prompt, as TRL reads a pair: all texts when the prompt is a text
+    (TRL's standard format); the assistant's message in a list when the prompt is chat messages (its
+    conversational format, which the trainer's chat-template step renders)."""
+    if isinstance(prompt, str):
+        return completion_text(response, 0)
+    if isinstance(response, str):
+        return [{"role": "assistant", "content": response}]
+    messages = [response] if isinstance(response, dict) else list(response)
+    return [{**m, "role": "assistant"} for m in messages if m.get("role", "assistant") == "assistant"]
 
 
 def write_pairs(groups: Sequence[Group], reward: VistaReward, out: str | Path, *, pairing: str = "best-worst",

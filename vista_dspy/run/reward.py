@@ -5,20 +5,19 @@ Each completion is judged as VISTA judges an assistant turn (``VistaMetric``'s d
 assistant turns are common ground, the completion is verified against the row's passages). What VISTA derives from
 the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
 completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
-request slots as ``vista evaluate --concurrency``) and the judge's LM cache. How the call's arguments are read is
+request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is the async twin (the same
+batch steps, driven on the caller's event loop). How the call's arguments are read is
 ``trainer_args``, how a verdict becomes a number ``reward_shapes``, what comes back ``reward_records``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import threading
+import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +26,13 @@ from pydantic import ValidationError
 
 from ..schema import Dialogue, DialogueVerdict, TurnVerdict, Usage
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures, EndpointDown
-from .judge_metric import VistaMetric, unjudged_parts
+from .judge_metric import VistaMetric
 from .reward_records import NOT_JUDGED, RewardStats, RewardVerdict, Unjudged
 from .reward_shapes import DEFAULT_SHAPE, SHAPES, Tally, Weights
+from .reward_steps import Job, PromptWork, Run, failure, prompt_key
 from .trainer_args import BACKGROUND_COLUMNS, PASSAGE_COLUMNS, completion_text, message_text, trainer_rows
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _PromptWork:
-    claims: dict[int, list[str]]  # unjudged assistant turn -> its claims
-    calls: int  # LM calls it took
-    error: Unjudged | None = None
-
-
-class _Job:
-    """Work over dialogues in the form the runner's backends call a judge: ``job(d)`` on a thread, ``await
-    job.acall(d)`` on asyncio. The result goes to ``record`` as it comes."""
-
-    def __init__(self, run: Callable[[Dialogue], Any], arun: Callable[[Dialogue], Any]) -> None:
-        self._run, self._arun = run, arun
-
-    def __call__(self, dialogue: Dialogue) -> Any:
-        return self._run(dialogue)
-
-    async def acall(self, dialogue: Dialogue) -> Any:
-        return await self._arun(dialogue)
-
 
 
 # ---- the reward --------------------------------------------------------------------------------------------------
@@ -138,7 +116,8 @@ class VistaReward:
         self.stats = RewardStats()
         self.last_batch: list[RewardVerdict] = []
         self._verdicts: OrderedDict[str, TurnVerdict] = OrderedDict()
-        self._prompts: OrderedDict[str, _PromptWork] = OrderedDict()
+        self._prompts: OrderedDict[str, PromptWork] = OrderedDict()
+        self._slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its request slots
         self._lock = threading.Lock()
 
     # ---- the trainers' call ----------------------------------------------------------------------------------
@@ -146,15 +125,54 @@ class VistaReward:
         batch = self.judge_batch(prompts, completions, **columns)
         return [verdict.reward for verdict in batch]
 
+    async def acall(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        """The call's async twin, on the caller's event loop: the same rewards, the same prompt work and caches,
+        at most ``concurrency`` requests in flight across all of this reward's calls running on that loop."""
+        batch = await self.ajudge_batch(prompts, completions, **columns)
+        return [verdict.reward for verdict in batch]
+
+    def as_async(self) -> Callable[..., Any]:
+        """This reward as an ``async def`` function named as the reward, for a trainer that awaits coroutine
+        reward functions (TRL's GRPOTrainer runs them concurrently with the other reward functions):
+        ``GRPOTrainer(reward_funcs=[reward.as_async()], ...)``."""
+        async def reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+            return await self.acall(prompts, completions, **columns)
+
+        reward.__name__ = reward.__qualname__ = self.__name__
+        return reward
+
     def judge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardVerdict]:
         """The batch's verdicts (what ``__call__`` returns the rewards of)."""
+        steps = self._batch(prompts, completions, columns)
+        try:
+            run = next(steps)
+            while True:
+                run = steps.send(self._run(*run))
+        except StopIteration as done:
+            return done.value
+
+    async def ajudge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
+                           ) -> list[RewardVerdict]:
+        """``judge_batch`` on the caller's event loop (what ``acall`` returns the rewards of)."""
+        steps = self._batch(prompts, completions, columns)
+        try:
+            run = next(steps)
+            while True:
+                run = steps.send(await self._arun(*run))
+        except StopIteration as done:
+            return done.value
+
+    def _batch(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Any]
+               ) -> Generator[Run, Unjudged | None, list[RewardVerdict]]:
+        """A batch's judging as steps: it yields the runs it needs (dialogues, job, record), is sent back each
+        run's outage (or None), and returns the verdicts. The sync and async calls drive it."""
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions: a reward function gets "
                              "one prompt per completion")
         dialogues = self._dialogues(prompts, completions, columns)
-        keys = {i: _prompt_key(d) for i, d in enumerate(dialogues) if isinstance(d, Dialogue)}
-        work, failed = self._common_ground(dialogues, keys) if self.share_prompt_work else ({}, {})
-        verdicts = self._judge_completions(dialogues, keys, work, failed)
+        keys = {i: prompt_key(d) for i, d in enumerate(dialogues) if isinstance(d, Dialogue)}
+        work, failed = (yield from self._common_ground(dialogues, keys)) if self.share_prompt_work else ({}, {})
+        verdicts = yield from self._judge_completions(dialogues, keys, work, failed)
         batch = [self._verdict(i, verdicts.get(i), d if isinstance(d, Unjudged) else failed.get(keys[i]))
                  for i, d in enumerate(dialogues)]
         self._book(batch, len(set(keys.values())))
@@ -185,10 +203,10 @@ class VistaReward:
 
     # ---- judging ---------------------------------------------------------------------------------------------
     def _common_ground(self, dialogues: list[Dialogue | Unjudged], keys: dict[int, str]
-                       ) -> tuple[dict[str, _PromptWork], dict[str, Unjudged]]:
+                       ) -> Generator[Run, Unjudged | None, tuple[dict[str, PromptWork], dict[str, Unjudged]]]:
         """Each prompt's common ground (kept, or computed once for all its completions), and the prompts whose
         history could not be decomposed, with why."""
-        work: dict[str, _PromptWork] = {}
+        work: dict[str, PromptWork] = {}
         todo: dict[str, Dialogue] = {}
         with self._lock:
             for i, key in keys.items():
@@ -197,26 +215,26 @@ class VistaReward:
                     self._prompts.move_to_end(key)
                     work[key] = self._prompts[key]
                 elif not any(t.role == "assistant" for t in dialogue.turns[:-1]):
-                    work[key] = _PromptWork({}, 0)  # a history without assistant turns has no common ground
+                    work[key] = PromptWork({}, 0)  # a history without assistant turns has no common ground
                 else:
                     todo.setdefault(key, dialogue)
         if not todo:
             return work, {}
         by_id = {d.id: key for key, d in todo.items()}
-        computed: dict[str, _PromptWork] = {}
+        computed: dict[str, PromptWork] = {}
 
         def record(result: tuple[str, tuple[dict, Usage]]) -> None:
             dialogue_id, (claims, usage) = result
             errors = [f"the history's turn {i} could not be decomposed: {c.error}" for i, c in claims.items()
                       if c.error is not None]
-            computed[by_id[dialogue_id]] = _PromptWork({i: c.texts for i, c in claims.items()}, usage.total.calls,
+            computed[by_id[dialogue_id]] = PromptWork({i: c.texts for i, c in claims.items()}, usage.total.calls,
                                                         Unjudged(errors[0]) if errors else None)
             with self._lock:
                 self.usage.merge(usage)
                 self.stats.prompt_calls += usage.total.calls
 
-        job = _Job(lambda d: (d.id, self.program.common_ground(d)), self._acommon_ground)
-        outage = self._run(list(todo.values()), job, record)
+        job = Job(lambda d: (d.id, self.program.common_ground(d)), self._acommon_ground)
+        outage = yield list(todo.values()), job, record
         failed: dict[str, Unjudged] = {}
         with self._lock:
             for key in todo:
@@ -236,8 +254,8 @@ class VistaReward:
         return dialogue.id, await self.program.acommon_ground(dialogue)
 
     def _judge_completions(self, dialogues: list[Dialogue | Unjudged], keys: dict[int, str],
-                           work: dict[str, _PromptWork], failed: dict[str, Unjudged]
-                           ) -> dict[int, tuple[TurnVerdict | Unjudged, bool]]:
+                           work: dict[str, PromptWork], failed: dict[str, Unjudged]
+                           ) -> Generator[Run, Unjudged | None, dict[int, tuple[TurnVerdict | Unjudged, bool]]]:
         """{batch index: (its TurnVerdict, or why it has none; whether the verdict was reused)}: each distinct
         completion judged once, concurrently, with its prompt's common ground given."""
         key_of = {dialogues[i].id: key for i, key in keys.items()}
@@ -256,7 +274,7 @@ class VistaReward:
         finished: dict[str, TurnVerdict | Unjudged] = {}
 
         def record(verdict: DialogueVerdict) -> None:
-            unjudged = _failure(verdict)
+            unjudged = failure(verdict)
             finished[verdict.dialogue_id] = unjudged if unjudged is not None else verdict.turns[-1]
             with self._lock:
                 self.usage.merge(verdict.usage)
@@ -270,11 +288,11 @@ class VistaReward:
 
         if self.share_prompt_work:
             given = {d.id: work[key_of[d.id]].claims for d in todo.values()}
-            job = _Job(lambda d: self.program.judge_claims(d, given[d.id]),
+            job = Job(lambda d: self.program.judge_claims(d, given[d.id]),
                        lambda d: self.program.ajudge_claims(d, given[d.id]))
         else:
-            job = _Job(self.program, self.program.acall)
-        outage = self._run(list(todo.values()), job, record)
+            job = Job(self.program, self.program.acall)
+        outage = yield list(todo.values()), job, record
         with self._lock:
             self.stats.judged += len(todo)
         out: dict[int, tuple[TurnVerdict | Unjudged, bool]] = {}
@@ -290,7 +308,7 @@ class VistaReward:
                 seen.add(dialogue_id)
         return out
 
-    def _run(self, dialogues: list[Dialogue], job: _Job, record: Callable[[Any], None]) -> Unjudged | None:
+    def _run(self, dialogues: list[Dialogue], job: Job, record: Callable[[Any], None]) -> Unjudged | None:
         """Run ``job`` over ``dialogues`` concurrently on the runner's backends; ``Unjudged`` if the endpoint went
         down (what finished before is recorded)."""
         from .runner import local_backend
@@ -305,6 +323,27 @@ class VistaReward:
             backend = local_backend(self.metric.lm, self.metric.adapter, concurrency=self.concurrency)
         try:
             backend.run(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after))
+        except EndpointDown as exc:
+            return Unjudged(f"the judge's endpoint is down: {exc}")
+        return None
+
+    async def _arun(self, dialogues: list[Dialogue], job: Job, record: Callable[[Any], None]) -> Unjudged | None:
+        """``_run`` on the caller's event loop, its requests in this reward's slots for that loop."""
+        from ..lm.clients.slots import RequestSlots
+        from .runner import Concurrent
+
+        if not dialogues:
+            return None
+        if self.metric._server is not None and not self.metric._started:
+            await asyncio.to_thread(self.metric.start)  # the embedded server's start blocks: not on the loop
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            slots = self._slots.get(loop)
+            if slots is None:
+                slots = self._slots[loop] = RequestSlots(self.concurrency)
+        backend = Concurrent(self.metric.lm, self.concurrency, self.metric.adapter)
+        try:
+            await backend.arun(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after), slots)
         except EndpointDown as exc:
             return Unjudged(f"the judge's endpoint is down: {exc}")
         return None
@@ -346,26 +385,6 @@ class VistaReward:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _failure(verdict: DialogueVerdict) -> Unjudged | None:
-    """Why a completion's verdict gives no reward: a part of it could not be judged (a failure is never a pass).
-    The prompt's history fails first, since the rest was judged without its common ground."""
-    if not verdict.turns:
-        return Unjudged("no verdict on the completion")
-    failed = verdict.errors + unjudged_parts(verdict)
-    if failed:
-        return Unjudged(failed[0])
-    return Unjudged("the turn's label is unknown") if verdict.turns[-1].label == "unknown" else None
-
-
-def _prompt_key(dialogue: Dialogue) -> str:
-    """What a completion's judging shares with the other completions of its prompt: the background and the turns
-    before it."""
-    said = [dialogue.background, [(t.role, t.text, t.grounding.kind if t.grounding else None)
-                                  for t in dialogue.turns[:-1]]]
-    return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:24]
-
 
 
 __all__ = ["BACKGROUND_COLUMNS", "DEFAULT_SHAPE", "PASSAGE_COLUMNS", "SHAPES", "RewardStats", "RewardVerdict",

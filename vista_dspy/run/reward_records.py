@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..schema import Category, TurnVerdict
+from ..schema import Category, ClaimVerdict, TurnVerdict
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,15 @@ class RewardVerdict:
         turn = self.turn
         return {"reward": self.reward, "label": self.label, "score": turn.score if turn else None,
                 "reason": self.reason,
-                "claims": [{"claim": c.claim, "category": c.category.value,
-                            "explanation": c.error if c.category is Category.ERROR else c.explanation,
-                            "spans": [list(span) for span in c.spans]}  # where the completion said it
-                           for c in (turn.claims if turn else [])]}
+                "claims": [claim_record(c) for c in (turn.claims if turn else [])]}
+
+
+def claim_record(claim: ClaimVerdict) -> dict[str, Any]:
+    """One judged claim as every consumer outside the package gets it (a pairs file, a training log, a platform's
+    score metadata): its text, its category, the judge's reason and where the completion said it."""
+    return {"claim": claim.claim, "category": claim.category.value,
+            "explanation": claim.error if claim.category is Category.ERROR else claim.explanation,
+            "spans": [list(span) for span in claim.spans]}
 
 
 @dataclass
@@ -66,4 +71,4 @@ class RewardStats:
         return (self.prompt_calls + self.completion_calls) / self.judged if self.judged else None
 
 
-__all__ = ["NOT_JUDGED", "RewardStats", "RewardVerdict", "Unjudged"]
+__all__ = ["NOT_JUDGED", "RewardStats", "RewardVerdict", "Unjudged", "claim_record"]

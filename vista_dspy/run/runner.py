@@ -164,7 +164,17 @@ class Concurrent:
         adapter = self.adapter or build_adapter("json")
         with failures.active():  # the run's tasks inherit it
             asyncio.run(_judge_async(todo, judge, self.lm, adapter, self.dialogues or dialogues_for(self.requests),
-                                     self.requests, record))
+                                     RequestSlots(self.requests), record))
+
+    async def arun(self, todo: Sequence[Dialogue], judge: StagedModule, record: Record, failures: CallFailures,
+                   slots: RequestSlots | None = None) -> None:
+        """``run`` on the caller's event loop; ``slots``: request slots shared with the caller's other runs on this
+        loop (default: ``requests`` of this run's own)."""
+        adapter = self.adapter or build_adapter("json")
+        with failures.active():  # a task of its own, so that the run's context variables stay out of the caller's
+            await asyncio.ensure_future(_judge_async(
+                todo, judge, self.lm, adapter, self.dialogues or dialogues_for(self.requests),
+                slots or RequestSlots(self.requests), record, close_connections=False))
 
 
 def local_backend(lm: dspy.BaseLM, adapter: dspy.Adapter | None = None, *, threads: int | None = None,
@@ -300,8 +310,9 @@ def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], Dialog
 
 
 async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy.BaseLM, adapter: dspy.Adapter,
-                       dialogues_at_once: int, concurrency: int, record: Record) -> None:
-    IN_FLIGHT.set(RequestSlots(concurrency))
+                       dialogues_at_once: int, slots: RequestSlots, record: Record, *,
+                       close_connections: bool = True) -> None:
+    IN_FLIGHT.set(slots)
     CALL_GUARD.set(request_slot)  # the judge holds a slot around each predictor call (see request_slot)
     queue = iter(todo)
 
@@ -321,7 +332,8 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        await aclose_client(lm)
+        if close_connections:  # not on a caller's loop: its other runs may be using them, and it goes on
+            await aclose_client(lm)
 
 
 def _result(dialogues: Sequence[Dialogue], done: dict[str, DialogueVerdict], folder: OutputFolder | None,
