@@ -159,10 +159,10 @@ class Vista(StagedModule):
     def needs_lm(self) -> bool:
         """Whether judging calls an LM at all: not when the turn's sentences are the units and the evidence cues
         decide every one of them (``rule.evidence_only``) -- the tier with no LM."""
-        rule = self.rule
-        evidence_decides_all = (rule is not None and rule.cascade is not None and rule.cascade.low >= rule.cascade.high)
-        return not (self.options.units == "sentences" and evidence_decides_all and not self.options.check_contradictions
-                    and not self.options.given_claims)
+        rule, options = self.rule, self.options
+        evidence_decides_all = rule is not None and rule.cascade is not None and rule.cascade.low >= rule.cascade.high
+        return not (options.units == "sentences" and evidence_decides_all and not options.check_contradictions
+                    and not options.given_claims)
 
     def program_file(self, name: str | None = None) -> ProgramFile:
         """What a program file holds for this judge: demos and instructions, saved options, decision rule."""
@@ -318,10 +318,9 @@ class Vista(StagedModule):
         return self._verdict(dialogue, verdicts, usage, errors, ungrounded_background=ungrounded_background)
 
     def _questions(self) -> dict[str, Any]:
-        """How each stage is asked under the options: Decompose's signature, Verify's and Categorize's questions."""
+        """How Verify and Categorize are asked under the options (Decompose: ``_claims_of_turns``)."""
         use_context = self.options.use_context
         return {
-            "decompose": self._signature("decompose", self.decompose.signature, history=False),
             "verify": Question("verify", self.verify, self._signature("verify", self.verify.signature,
                                                                       history=use_context),
                                VerifiedClaim, "label", VERIFY_LABEL),
