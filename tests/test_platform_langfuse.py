@@ -39,7 +39,8 @@ def test_the_runner_gets_langfuse_s_evaluation_with_value_comment_and_claims():
     assert (hallucinated.value, hallucinated.metadata["label"]) == (0.0, "hallucinated")
     assert 'LACKING EVIDENCE: "Lisbon has ten hills."' in hallucinated.comment
     assert hallucinated.metadata["claims"] == [{"claim": "Lisbon has ten hills.", "category": "LACKING EVIDENCE",
-                                                "explanation": hallucinated.metadata["claims"][0]["explanation"]}]
+                                                "explanation": hallucinated.metadata["claims"][0]["explanation"],
+                                                "spans": [[0, 20]]}]  # the whole response said it
     assert (unjudged.name, unjudged.value, unjudged.data_type) == ("faithfulness_unjudged", "unjudged", "CATEGORICAL")
     assert "could not be judged" in unjudged.comment
 
