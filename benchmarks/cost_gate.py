@@ -37,13 +37,11 @@ from vista_dspy.grounding import sentence_units
 from vista_dspy.optimize.gate import PairedTest
 from vista_dspy.optimize.judged_turns import UNSAFE_GOLD
 from vista_dspy.optimize.metrics import match_claims
-from vista_dspy.optimize.probe_compile import RECIPES
+from vista_dspy.optimize.probe_compile import RECIPES, recipe_of
 from vista_dspy.optimize.probe_records import read_probe
-from vista_dspy.optimize.rule_fitting import TurnDecision
+from vista_dspy.optimize.rule_fitting import TurnDecision, replay
 from vista_dspy.optimize.rule_gate import (
     cascade_choice,
-    choose_turn_model_rule,
-    choose_two_threshold_rule,
     paired_turns,
     seed_decisions,
     summary,
@@ -59,14 +57,11 @@ def shipped_two_fold(probe: Path, recipe_name: str) -> tuple[list[TurnDecision],
     """The probe's turns decided two-fold by the recipe with its cascade, as `vista compile --probe` ships it; and
     by the same rules' evidence models alone (the tier with no LM, its turn model included)."""
     turns, half_of, _ = read_probe(probe)
-    choose = choose_turn_model_rule if recipe_name == "turn-model" else choose_two_threshold_rule
-
-    def recipe(part):
-        return choose(part)[0]
-
-    decided, _ = two_fold(turns, half_of, recipe)
+    recipe = recipe_of(recipe_name)
+    decided, rules = two_fold(turns, half_of, recipe)
     band, cascaded, _ = cascade_choice(turns, half_of, recipe, decided, seed_decisions(turns))
-    no_lm, _ = two_fold(turns, half_of, recipe, judge=False)
+    # The same rules, their evidence models alone (no refitting).
+    no_lm = [replay([t], rules[half_of[t.dialogue_id]], judge=False)[0] for t in turns]
     return (cascaded if band is not None else decided), no_lm
 
 

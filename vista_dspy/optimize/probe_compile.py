@@ -55,8 +55,19 @@ def probe_program(meta: dict[str, Any], has_coverage: bool, name: str):
     return program
 
 
-RECIPES = ("turn-model", "two-threshold")
+# Each recipe by name: how it chooses a rule on judged turns, returning (rule, its record).
+RECIPES = {"turn-model": choose_turn_model_rule, "two-threshold": choose_two_threshold_rule}
 DEFAULT_RECIPE = "turn-model"
+
+
+def recipe_of(name: str) -> Callable[[Sequence[TurnRows]], DecisionRule]:
+    """The rule the recipe ``name`` chooses on a part of the turns (what ``two_fold`` and the cascade call)."""
+    choose = RECIPES[name]
+
+    def recipe(part: Sequence[TurnRows]) -> DecisionRule:
+        return choose(part)[0]
+
+    return recipe
 
 
 def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str = "local", alpha: float = 0.05,
@@ -88,10 +99,7 @@ def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str
     if base_probe is not None and base_meta.get("program_sha256") is None:
         raise NotLive(f"{base_probe} names no program hash: the gate's base must be the seed as it runs")
     base = seed_decisions(base_turns)
-    choose = choose_turn_model_rule if recipe_name == "turn-model" else choose_two_threshold_rule
-
-    def recipe(part: Sequence[TurnRows]) -> DecisionRule:
-        return choose(part)[0]
+    recipe = recipe_of(recipe_name)
 
     log(f"two-fold over {len(turns)} turns ({len(set(half_of.values()))} halves of {len(half_of)} dialogues)")
     decided, rules = two_fold(turns, half_of, recipe)
@@ -109,7 +117,7 @@ def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str
     interval = turn_difference_interval(shipped, base)
     log(f"  turns: {interval['difference']:+.3f} against the base ({interval['confidence']:.0%} bootstrap interval "
         f"over {interval['dialogues']} dialogues: {interval['low']:+.3f} to {interval['high']:+.3f})")
-    rule, record = choose(turns, log=log)
+    rule, record = RECIPES[recipe_name](turns, log=log)
     if band is not None:
         rule = with_cascade(rule, band)
     program.rule = rule
