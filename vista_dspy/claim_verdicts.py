@@ -32,7 +32,8 @@ def claim_verdict(rule: DecisionRule | None, claim: str | GoldClaim, verified: S
     stage = "verify" if said_verified else "categorize"
     explanation = (verified.prediction.get("explanation") or "" if said_verified
                    else categorized.prediction.get("explanation") or "")
-    label_alone = not said_verified and not explanation  # Categorize asked for its category alone
+    # Categorize asked for its category alone (its answer has no explanation field; an empty one stays empty).
+    label_alone = not said_verified and "explanation" not in categorized.prediction
     if rule is None:
         explanation = explanations.label_alone(raw, cues) if label_alone else explanation
         return ClaimVerdict(category=Category(raw), explanation=explanation, stage=stage, **common)
