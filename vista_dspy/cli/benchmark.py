@@ -70,6 +70,11 @@ def benchmark(
     n: Annotated[int, typer.Option(min=0, help="Dialogues sampled per dataset (seeded; balanced for coconot and "
                                                "rgm-contradictions); 0: all of them.")] = 50,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    suite: Annotated[Optional[str], typer.Option(help="Run the instrument instead of --datasets/--n: the committed "
+                                                      "suite of labelled turns (BEGIN, FADE, FaithDial's audit, the "
+                                                      "annotated dev half), its 'compile' part (choices and gates), "
+                                                      "'test' part (reports) or 'all'. Tables add balanced accuracy "
+                                                      "with bootstrap intervals over dialogues.")] = None,
     data_dir: DataDirOption = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory; rerunning into it resumes every run. "
                                                      "Default: vista-runs/benchmark__<model>.")] = None,
@@ -91,7 +96,7 @@ def benchmark(
     and contradiction.csv (RGM), and one resumable run per dataset x system under OUT/runs/."""
 
     from ..data.location import data_dir as default_data_dir
-    from ..experiments.bench import Plan, build_system, parse_datasets, run_benchmark, system_names
+    from ..experiments.bench import Plan, build_system, parse_datasets, run_benchmark, suite_paths, system_names
     from ..experiments.paired import paired_markdown_section
     from ..experiments.tables import markdown, skipped_lines
     from ..lm.clients.cache import use_cache_for
@@ -99,7 +104,10 @@ def benchmark(
     from ..stages import CallFailures
 
     try:
-        chosen = parse_datasets(datasets, data_dir or default_data_dir())
+        if suite is not None and suite not in ("compile", "test", "all"):
+            raise ValueError(f"unknown suite part {suite!r}; known: compile, test, all")
+        chosen = (suite_paths(data_dir or default_data_dir()) if suite is not None
+                  else parse_datasets(datasets, data_dir or default_data_dir()))
         names = system_names([s.strip() for s in systems.split(",") if s.strip()],
                              [a.strip() for a in ablations.split(",") if a.strip()])
     except ValueError as exc:
@@ -117,9 +125,9 @@ def benchmark(
         raise fail(f"cannot load program {program}: {exc}") from None
     config = lm_setup.config
     err.print(f"VISTA program: {program}", highlight=False)
-    plan = Plan(datasets=chosen, systems=names, n=n or None, seed=seed, model=config.model, program=program,
+    plan = Plan(datasets=chosen, systems=names, n=None if suite else (n or None), seed=seed, model=config.model, program=program,
                 claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),
-                label_probabilities=lm_setup.label_probabilities)
+                label_probabilities=lm_setup.label_probabilities, suite=suite)
     out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
     use_cache_for(config)
     without_call_history()

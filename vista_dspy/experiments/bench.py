@@ -75,6 +75,13 @@ def parse_datasets(spec: str, data_dir: Path) -> dict[str, Path]:
     return chosen
 
 
+def suite_paths(data_dir: Path) -> dict[str, Path]:
+    """Where each dataset of the instrument (``data/suite.json``) is read from."""
+    from ..data.suite import suite_datasets
+
+    return {name: dataset_path(name, data_dir) for name in suite_datasets()}
+
+
 def dataset_path(name: str, data_dir: Path) -> Path:
     """The cache after `vista data get`, else ``data_dir``; missing from both: ``DatasetMissing`` ("run `vista data
     get NAME`"). A name the fetcher does not know keeps its place under ``data_dir``."""
@@ -140,6 +147,7 @@ class Plan:
     claim_calls: str | None = None  # None: the program's saved judging mode
     settings: dict[str, Any] = field(default_factory=dict)  # model settings shared by every run
     label_probabilities: bool = True  # the endpoint is asked for label probabilities
+    suite: str | None = None  # the instrument's part ('compile', 'test', 'all'): its committed ids, not a sample
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -176,7 +184,12 @@ def run_benchmark(
     ``runner.evaluate`` (an endpoint that goes down stops the whole benchmark).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
+    if plan.suite is not None:
+        from ..data.suite import load_suite
+
+        samples = load_suite(plan.datasets, plan.suite)
+    else:
+        samples = {name: load_dataset(name, path, plan.n, plan.seed) for name, path in plan.datasets.items()}
     loads = {name: load_record(name, dialogues) for name, dialogues in samples.items()}
     for name, dialogues in samples.items():
         if loaded is not None:

@@ -116,6 +116,8 @@ class ProgramMeta(BaseModel):
     dev: dict[str, Any] = Field(default_factory=dict)
     scores: dict[str, Any] = Field(default_factory=dict)  # base and compiled, on dev
     gate: dict[str, Any] = Field(default_factory=dict)  # Gate.as_dict()
+    # The instrument's gate (``instrument.anchored_gate``): against the seed on the suite's compile part.
+    anchored_gate: dict[str, Any] | None = None
     choice: dict[str, Any] = Field(default_factory=dict)  # the numbers each choice was made with
     options: dict[str, Any] = Field(default_factory=dict)  # the judging options saved with the program
     rule: dict[str, Any] | None = None  # the decision rule saved with the program (DecisionRule)

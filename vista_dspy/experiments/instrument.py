@@ -1,0 +1,146 @@
+"""The instrument's tables from a `vista benchmark --suite PART` directory: one turn frame over every run (its part,
+gold, label, coherence and model time), balanced accuracy per dataset and pooled with bootstrap intervals, the
+trivial baselines beside them, McNemar against VISTA, and the gate anchored to the seed (``optimize.instrument``).
+
+A run's turns are also what a probe records as data (``probe_rows``): ids, labels, the claims' categories, stages,
+probabilities and cues, usage — no dataset text, so the records can be committed and the tables rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data.suite import group_id_of, part_of_group
+from ..optimize.instrument import anchored_gate, gate_markdown, system_table
+from ..optimize.metrics import mcnemar_exact
+from ..schema import DialogueVerdict
+from ..scoring import UNSAFE_CATEGORIES
+from .tables import REFERENCE_SYSTEM, run_dirs
+
+BASELINES = ("always-hallucinated", "coin-flip")
+UNSAFE = {c.value for c in UNSAFE_CATEGORIES}
+
+
+def probe_rows(verdict: DialogueVerdict) -> list[dict[str, Any]]:
+    """One record per judged turn of a verdict, without any text: what the instrument's tables and a refit need."""
+    turns = [t for t in verdict.turns if t.gold_label is not None]
+    share = max(1, len(verdict.turns))
+    usage = verdict.usage.total
+    rows = []
+    for turn in turns:
+        rows.append({
+            "dialogue_id": verdict.dialogue_id, "turn_index": turn.turn_index,
+            "part": part_of_group(group_id_of(verdict.dialogue_id, verdict.source)),
+            "gold": turn.gold_label, "label": turn.label, "score": turn.score, "error": bool(turn.error),
+            "claims": [{"category": c.category.value, "stage": c.stage, "decided_by": c.decided_by,
+                        "raw_label": c.raw_label, "p_unsafe": c.p_unsafe, "added_by": c.added_by,
+                        "probabilities": c.probabilities.model_dump() if c.probabilities else None,
+                        "cues": c.cues} for c in turn.claims],
+            "usage": {"calls": usage.calls / share, "prompt_tokens": usage.prompt_tokens / share,
+                      "completion_tokens": usage.completion_tokens / share,
+                      "cached_prompt_tokens": usage.cached_prompt_tokens / share,
+                      "model_ms": usage.model_ms / share},
+        })
+    return rows
+
+
+def frame_of(rows: Sequence[dict[str, Any]], **columns: Any) -> pd.DataFrame:
+    """The turn frame of probe rows: one row per turn with the columns the tables read."""
+    return pd.DataFrame([{
+        **columns, "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
+        "gold": r["gold"], "label": r["label"], "score": r["score"], "claims": len(r["claims"]),
+        "unsafe_claims": sum(c["category"] in UNSAFE for c in r["claims"]),
+        "calls": r["usage"]["calls"], "model_ms": r["usage"]["model_ms"],
+        "prompt_tokens": r["usage"]["prompt_tokens"], "completion_tokens": r["usage"]["completion_tokens"],
+    } for r in rows])
+
+
+def run_turns(out_dir: Path) -> pd.DataFrame:
+    """The turn frame of every run of a benchmark directory (dataset and system columns)."""
+    from ..run.runner import VERDICTS, read_verdicts
+
+    frames = [frame_of([row for v in read_verdicts(path / VERDICTS) for row in probe_rows(v)], dataset=d, system=s)
+              for d, s, path in run_dirs(out_dir)]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def probe_turns(directory: Path) -> pd.DataFrame:
+    """The turn frame of a committed suite probe (``benchmarks/probes/suite-*/turns.jsonl``)."""
+    rows = [json.loads(line) for line in (directory / "turns.jsonl").read_text().splitlines() if line.strip()]
+    return pd.concat([frame_of([r], dataset=r["dataset"], system=r["system"]) for r in rows], ignore_index=True)
+
+
+def incoherent(turns: pd.DataFrame) -> pd.DataFrame:
+    """Turns whose label does not follow from their claims (hallucinated iff an unsafe claim; unknown aside)."""
+    known = turns[turns["label"] != "unknown"]
+    return known[(known["label"] == "hallucinated") != (known["unsafe_claims"] > 0)]
+
+
+def with_baselines(turns: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """``turns`` plus the trivial judges on the same turns: always-hallucinated, and a seeded fair coin."""
+    first = turns[turns["system"] == turns["system"].iloc[0]]
+    rng = np.random.default_rng(seed)
+    always = first.assign(system="always-hallucinated", label="hallucinated", model_ms=0.0, calls=0.0)
+    coin = first.assign(system="coin-flip", label=np.where(rng.random(len(first)) < 0.5, "hallucinated", "faithful"),
+                        model_ms=0.0, calls=0.0)
+    return pd.concat([turns, always, coin], ignore_index=True)
+
+
+def instrument_table(turns: pd.DataFrame, systems: Sequence[str], reference: str = REFERENCE_SYSTEM
+                     ) -> pd.DataFrame:
+    """``system_table`` on the turns all systems judged, with the baselines, model seconds per judged turn,
+    incoherent turns, and the exact McNemar p of turn accuracy against ``reference`` on the same turns."""
+    systems = list(systems) + list(BASELINES)
+    table = system_table(with_baselines(turns), systems)
+    extra = []
+    for _, row in table.iterrows():
+        group = turns if row["dataset"] == "pooled" else turns[turns["dataset"] == row["dataset"]]
+        keys = set(zip(group[group["system"] == systems[0]]["dialogue_id"],
+                       group[group["system"] == systems[0]]["turn_index"]))
+        mine = with_baselines(group)
+        mine = mine[mine["system"] == row["system"]]
+        mine = mine[[k in keys for k in zip(mine["dialogue_id"], mine["turn_index"])]]
+        p = None
+        if reference in systems and row["system"] != reference:
+            ref = with_baselines(group)
+            ref = ref[ref["system"] == reference].set_index(["dialogue_id", "turn_index"])
+            paired = mine.join(ref[["label"]], on=["dialogue_id", "turn_index"], rsuffix="_ref").dropna(
+                subset=["label_ref"])
+            if len(paired):
+                p = float(mcnemar_exact(list(paired["gold"]), list(paired["label"]), list(paired["label_ref"]))["pvalue"])
+        extra.append({"model_s_per_turn": mine["model_ms"].mean() / 1000 if len(mine) else None,
+                      "calls_per_turn": mine["calls"].mean() if len(mine) else None,
+                      "incoherent": len(incoherent(mine)) if row["system"] not in BASELINES else None,
+                      f"p_vs_{reference}": p})
+    return pd.concat([table, pd.DataFrame(extra)], axis=1)
+
+
+def table_markdown(table: pd.DataFrame, reference: str = REFERENCE_SYSTEM) -> str:
+    lines = [f"| dataset | system | turns | balanced acc. (95 % interval) | acc. | P / R / F1 halluc. | unknown | "
+             f"incoherent | model s / turn | p vs {reference} |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        p = r[f"p_vs_{reference}"]
+        seconds = r["model_s_per_turn"]
+        lines.append(
+            f"| {r['dataset']} | {r['system']} | {r['turns']} | {r['balanced_accuracy']:.3f} ({r['ba_low']:.3f}-"
+            f"{r['ba_high']:.3f}) | {r['accuracy']:.3f} | {r['precision_h']:.2f} / {r['recall_h']:.2f} / "
+            f"{r['f1_h']:.2f} | {r['unknown']} | {'' if pd.isna(r['incoherent']) else int(r['incoherent'])} | "
+            f"{'' if seconds is None or pd.isna(seconds) else f'{seconds:.1f}'} | "
+            f"{'' if p is None or pd.isna(p) else f'{p:.3f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def gate_report(turns: pd.DataFrame, candidate: str, anchor: str = "seed", no_lm: str | None = "evidence"
+                ) -> tuple[dict[str, Any], str]:
+    """The anchored gate's record and its Markdown (``optimize.instrument.anchored_gate``)."""
+    if no_lm is not None and no_lm not in set(turns["system"]):
+        no_lm = None
+    record = anchored_gate(turns, candidate, anchor, no_lm=no_lm)
+    return record, "\n".join(gate_markdown(record)) + "\n"
