@@ -141,10 +141,30 @@ def benchmark(
     sys.stdout.write(markdown(result.tables, skipped_lines(out)))
     if result.paired:
         sys.stdout.write("\n" + paired_markdown_section(result.paired))
+    if suite is not None:
+        sys.stdout.write("\n" + _instrument_section(out, names))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
         raise typer.Exit(130)
     err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
+
+
+def _instrument_section(out: Path, systems: list[str]) -> str:
+    """The instrument's table (balanced accuracy with intervals, baselines, incoherent turns, model time) of a
+    suite run, also written to OUT/instrument.md and instrument.csv."""
+    from ..experiments.instrument import instrument_table, run_turns, table_markdown
+
+    turns = run_turns(out)
+    present = [s for s in systems if s in set(turns["system"])] if not turns.empty else []
+    if not present:
+        return ""
+    table = instrument_table(turns, present, reference=present[0])
+    text = ("## The instrument: balanced accuracy on the suite's turns\n\n" + table_markdown(table, present[0]) +
+            "\nIntervals: 95 % bootstrap over dialogues resampled within datasets; every row on the turns all "
+            "systems judged. incoherent: turns whose label does not follow from their claims.\n")
+    table.to_csv(out / "instrument.csv", index=False)
+    (out / "instrument.md").write_text(text)
+    return text
 
 
 def _progress_callbacks(progress) -> dict:

@@ -53,7 +53,7 @@ def probe_rows(verdict: DialogueVerdict) -> list[dict[str, Any]]:
 def frame_of(rows: Sequence[dict[str, Any]], **columns: Any) -> pd.DataFrame:
     """The turn frame of probe rows: one row per turn with the columns the tables read."""
     return pd.DataFrame([{
-        **columns, "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
+        "dataset": r.get("dataset"), "system": r.get("system"), **columns, "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
         "gold": r["gold"], "label": r["label"], "score": r["score"], "claims": len(r["claims"]),
         "unsafe_claims": sum(c["category"] in UNSAFE for c in r["claims"]),
         "calls": r["usage"]["calls"], "model_ms": r["usage"]["model_ms"],
@@ -74,7 +74,7 @@ def run_turns(out_dir: Path) -> pd.DataFrame:
 def probe_turns(directory: Path) -> pd.DataFrame:
     """The turn frame of a committed suite probe (``benchmarks/probes/suite-*/turns.jsonl``)."""
     rows = [json.loads(line) for line in (directory / "turns.jsonl").read_text().splitlines() if line.strip()]
-    return pd.concat([frame_of([r], dataset=r["dataset"], system=r["system"]) for r in rows], ignore_index=True)
+    return frame_of(rows)
 
 
 def incoherent(turns: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,67 @@
+"""Record a system's runs of a `vista benchmark --suite PART` directory as committed data:
+``benchmarks/probes/suite-NAME/turns.jsonl`` (one line per judged turn: dataset, system, ids, part, gold, label, the
+claims' categories, stages, probabilities and cues, usage; no dataset text) and ``probe.json`` (command, commit,
+program and its content hash, model, the suite's name, per dataset the turns recorded).
+
+    python benchmarks/record_suite_probe.py /work/runs/suite-compile seed local-1.5b-seed --system seed \\
+        --command "vista benchmark --suite compile --systems evidence,vista,seed --model local" --commit 09a269c
+
+Rerunning it over a directory that has grown replaces the record with the longer one. ``benchmarks/instrument_table.py``
+rebuilds the instrument's tables and the anchored gate from these records alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from vista_dspy.data.suite import read_suite
+from vista_dspy.experiments.instrument import probe_rows
+from vista_dspy.experiments.tables import run_dirs
+from vista_dspy.run.runner import RUN, VERDICTS, read_verdicts
+
+PROBES = Path(__file__).parent / "probes"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the benchmark directory (runs/<dataset>/<system>/)")
+    parser.add_argument("system", help="the system's run folder name (vista, seed, evidence, ...)")
+    parser.add_argument("name", help="the record's name: benchmarks/probes/suite-NAME/")
+    parser.add_argument("--as", dest="label", default=None, help="the system's name in the record (default: NAME)")
+    parser.add_argument("--command", required=True)
+    parser.add_argument("--commit", required=True)
+    parser.add_argument("--model", default="local (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, 2 cores)")
+    parser.add_argument("--note", default=None)
+    args = parser.parse_args()
+
+    suite = read_suite()
+    rows, datasets, settings = [], {}, {}
+    for dataset, system, path in run_dirs(args.run):
+        if system != args.system or dataset not in suite["datasets"]:
+            continue
+        settings = json.loads((path / RUN).read_text()) if (path / RUN).is_file() else settings
+        mine = [{"dataset": dataset, "system": args.label or args.name, **row}
+                for verdict in read_verdicts(path / VERDICTS) for row in probe_rows(verdict)]
+        datasets[dataset] = {"turns": len(mine), "of": sum(p["judged_turns"] for p in
+                                                             suite["datasets"][dataset]["parts"].values())}
+        rows += mine
+    if not rows:
+        print(f"no runs of system {args.system!r} under {args.run}", file=sys.stderr)
+        return 2
+    out = PROBES / f"suite-{args.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "turns.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    meta = {"suite": suite["name"], "command": args.command, "commit": args.commit, "model": args.model,
+            "system": args.system, "program": settings.get("program"), "program_sha256": settings.get("program_sha256"),
+            "parts": sorted({r["part"] for r in rows}), "datasets": datasets, "note": args.note}
+    (out / "probe.json").write_text(json.dumps(meta, indent=2) + "\n")
+    counts = ", ".join(f"{dataset} {v['turns']}" for dataset, v in datasets.items())
+    print(f"{out}: {len(rows)} turns ({counts})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The instrument: the committed suite, balanced accuracy, and the gate anchored to the seed (no LM)."""
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from vista_dspy.cli import app
+from vista_dspy.data.suite import PARTS, group_id_of, load_suite, part_of_group, read_suite
+from vista_dspy.optimize.instrument import anchored_gate, balanced_accuracy, system_table
+from vista_dspy.schema import ClaimVerdict, DialogueVerdict, TurnVerdict
+
+
+def test_balanced_accuracy_counts_unknown_wrong_and_weighs_classes_equally():
+    gold = ["hallucinated", "hallucinated", "hallucinated", "faithful"]
+    assert balanced_accuracy(gold, ["hallucinated", "hallucinated", "unknown", "hallucinated"]) == pytest.approx(1 / 3)
+    assert balanced_accuracy(gold, ["hallucinated"] * 4) == 0.5
+    assert balanced_accuracy(gold, gold) == 1.0
+
+
+def test_the_committed_suite_has_600_turns_split_by_the_hash_of_each_group():
+    suite = read_suite()
+    turns = sum(p["judged_turns"] for d in suite["datasets"].values() for p in d["parts"].values())
+    assert turns >= 600
+    assert set(suite["datasets"]) == {"begin", "fade", "faithdial-audit", "vista-human"}
+    for record in suite["datasets"].values():
+        assert len(record["ids"]) == len(set(record["ids"]))
+        assert set(record["parts"]) == set(PARTS)
+    assert part_of_group("x") == ("compile", "test")[__import__("hashlib").sha256(b"x").digest()[0] % 2]
+    assert group_id_of("fade-3", {"dataset": "fade", "dialogue_id": 4618}) == "fade:4618"
+    assert group_id_of("begin-test_wow-1", {"dataset": "begin"}) == "begin-test_wow-1"
+
+
+def test_the_suite_loads_from_the_data_and_its_parts_are_disjoint():
+    from helpers import shared_data
+
+    from vista_dspy.experiments.bench import suite_paths
+
+    paths = suite_paths(shared_data())
+    compile_part, test_part = load_suite(paths, "compile"), load_suite(paths, "test")
+    suite = read_suite()
+    for name, record in suite["datasets"].items():
+        mine = {d.id for d in compile_part[name]}
+        theirs = {d.id for d in test_part[name]}
+        assert not mine & theirs and mine | theirs == set(record["ids"])
+        assert sum(len(d.judged_turns) for d in compile_part[name]) == record["parts"]["compile"]["judged_turns"]
+
+
+def test_a_changed_copy_of_a_dataset_is_refused(tmp_path):
+    from helpers import shared_data
+
+    from vista_dspy.data.errors import InputError
+
+    suite = read_suite()
+    suite["datasets"] = {"vista-human": {**suite["datasets"]["vista-human"], "content_sha256": "0" * 64}}
+    with pytest.raises(InputError, match="hash to"):
+        load_suite({"vista-human": shared_data("vista_human_eval", "dev.json")}, suite=suite)
+
+
+def _turns(rights_by_system, datasets=("a", "b"), dialogues=30):
+    """One turn per dialogue, gold alternating; each system right on the dialogues ``rights(i)`` says."""
+    rows = []
+    for dataset in datasets:
+        for i in range(dialogues):
+            gold = "hallucinated" if i % 2 else "faithful"
+            for system, rights in rights_by_system.items():
+                other = "faithful" if gold == "hallucinated" else "hallucinated"
+                rows.append({"dataset": dataset, "system": system, "dialogue_id": f"{dataset}{i}", "turn_index": 1,
+                             "gold": gold, "label": gold if rights(i) else other})
+    return pd.DataFrame(rows)
+
+
+def test_the_gate_passes_an_equal_candidate_without_a_win_and_fails_a_worse_one():
+    seed = lambda i: i % 5 != 0  # noqa: E731 — right on 80 % of the turns
+    equal = anchored_gate(_turns({"seed": seed, "vista": seed}), "vista")
+    assert equal["passes"] and not equal["wins"] and equal["datasets"]["pooled"]["difference"] == 0
+    worse = anchored_gate(_turns({"seed": seed, "vista": lambda i: seed(i) and i % 3 != 0}), "vista")
+    assert not worse["passes"] and worse["datasets"]["pooled"]["difference"] < -0.2
+    better = anchored_gate(_turns({"seed": seed, "vista": lambda i: True}), "vista")
+    assert better["passes"] and better["wins"]
+
+
+def test_the_gate_counts_the_turn_labels_the_lm_changed_against_the_no_lm_tier():
+    record = anchored_gate(_turns({"seed": lambda i: True, "vista": lambda i: i != 4,
+                                   "evidence": lambda i: i not in (1, 2)}, datasets=("a",)), "vista",
+                           no_lm="evidence")
+    assert record["lm_flips"] == {"against": "evidence", "turns": 3, "now_right": 2, "now_wrong": 1}
+
+
+def test_intervals_are_on_the_turns_every_system_judged():
+    turns = _turns({"seed": lambda i: True, "vista": lambda i: False})
+    turns = turns[~((turns["system"] == "vista") & (turns["dialogue_id"] == "a0"))]
+    table = system_table(turns, ["seed", "vista"])
+    pooled = table[table["dataset"] == "pooled"].set_index("system")
+    assert pooled.loc["seed", "turns"] == pooled.loc["vista", "turns"] == 59
+    assert pooled.loc["seed", "ba_low"] == pooled.loc["seed", "ba_high"] == 1.0
+
+
+def _write_run(directory, system, labels):
+    run = directory / "runs" / "begin" / system
+    run.mkdir(parents=True)
+    lines = []
+    for i, (gold, label) in enumerate(labels):
+        category = "LACKING EVIDENCE" if label == "hallucinated" else "VERIFIED"
+        claim = ClaimVerdict(claim="c", category=category, stage="verify")
+        turn = TurnVerdict(turn_index=1, text="t", grounding="document", claims=[claim], claims_source="decomposed",
+                           label=label, score=0.0 if label == "hallucinated" else 1.0, knowledge=[], gold_label=gold)
+        lines.append(DialogueVerdict(dialogue_id=f"b{i}", turns=[turn], score=turn.score,
+                                     source={"dataset": "begin"}).model_dump_json())
+    (run / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_vista_gate_reads_the_runs_writes_the_record_and_fails_a_worse_candidate(tmp_path):
+    gold = ["hallucinated" if i % 2 else "faithful" for i in range(40)]
+    _write_run(tmp_path, "seed", [(g, g) for g in gold])
+    _write_run(tmp_path, "vista", [(g, "hallucinated") for g in gold])
+    result = CliRunner().invoke(app, ["gate", str(tmp_path), "--part", "all", "--no-lm", ""])
+    assert result.exit_code == 1, result.output
+    assert "vista fails against seed" in result.output
+    record = json.loads((tmp_path / "gate.json").read_text())
+    assert record["datasets"]["pooled"]["candidate"]["balanced_accuracy"] == 0.5
+    assert record["datasets"]["pooled"]["anchor"]["balanced_accuracy"] == 1.0
+    missing = CliRunner().invoke(app, ["gate", str(tmp_path), "--candidate", "nope", "--part", "all"])
+    assert missing.exit_code == 2 and "no system 'nope'" in missing.output
