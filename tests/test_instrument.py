@@ -123,3 +123,21 @@ def test_vista_gate_reads_the_runs_writes_the_record_and_fails_a_worse_candidate
     assert record["datasets"]["pooled"]["anchor"]["balanced_accuracy"] == 1.0
     missing = CliRunner().invoke(app, ["gate", str(tmp_path), "--candidate", "nope", "--part", "all"])
     assert missing.exit_code == 2 and "no system 'nope'" in missing.output
+
+
+def test_the_instrument_table_counts_incoherent_turns_and_sets_the_baselines_on_the_same_turns(tmp_path):
+    from vista_dspy.experiments.instrument import instrument_table, run_turns
+
+    gold = ["hallucinated" if i % 2 else "faithful" for i in range(20)]
+    _write_run(tmp_path, "seed", [(g, g) for g in gold])
+    _write_run(tmp_path, "vista", [(g, g) for g in gold])
+    lines = (tmp_path / "runs/begin/vista/verdicts.jsonl").read_text().splitlines()
+    first = json.loads(lines[1])  # gold hallucinated, labelled so, its one claim made VERIFIED: incoherent
+    first["turns"][0]["claims"][0]["category"] = "VERIFIED"
+    lines[1] = json.dumps(first)
+    (tmp_path / "runs/begin/vista/verdicts.jsonl").write_text("\n".join(lines) + "\n")
+    table = instrument_table(run_turns(tmp_path), ["vista", "seed"]).set_index(["dataset", "system"])
+    assert table.loc[("pooled", "vista"), "incoherent"] == 1
+    assert table.loc[("pooled", "seed"), "incoherent"] == 0
+    assert table.loc[("pooled", "always-hallucinated"), "accuracy"] == 0.5
+    assert table.loc[("pooled", "always-hallucinated"), "turns"] == 20

@@ -95,28 +95,24 @@ def with_baselines(turns: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
 
 def instrument_table(turns: pd.DataFrame, systems: Sequence[str], reference: str = REFERENCE_SYSTEM
                      ) -> pd.DataFrame:
-    """``system_table`` on the turns all systems judged, with the baselines, model seconds per judged turn,
-    incoherent turns, and the exact McNemar p of turn accuracy against ``reference`` on the same turns."""
-    systems = list(systems) + list(BASELINES)
-    table = system_table(with_baselines(turns), systems)
+    """``system_table`` on the turns all ``systems`` judged, with the baselines on the same turns, model seconds per
+    judged turn, incoherent turns, and the exact McNemar p of turn accuracy against ``reference``."""
+    from ..optimize.instrument import paired_frame
+
+    paired = with_baselines(paired_frame(turns, systems))
+    names = list(systems) + list(BASELINES)
+    table = system_table(paired, names)
+    keys = ["dialogue_id", "turn_index"]
     extra = []
     for _, row in table.iterrows():
-        group = turns if row["dataset"] == "pooled" else turns[turns["dataset"] == row["dataset"]]
-        keys = set(zip(group[group["system"] == systems[0]]["dialogue_id"],
-                       group[group["system"] == systems[0]]["turn_index"]))
-        mine = with_baselines(group)
-        mine = mine[mine["system"] == row["system"]]
-        mine = mine[[k in keys for k in zip(mine["dialogue_id"], mine["turn_index"])]]
+        group = paired if row["dataset"] == "pooled" else paired[paired["dataset"] == row["dataset"]]
+        mine = group[group["system"] == row["system"]].sort_values(["dataset", *keys])
         p = None
-        if reference in systems and row["system"] != reference:
-            ref = with_baselines(group)
-            ref = ref[ref["system"] == reference].set_index(["dialogue_id", "turn_index"])
-            paired = mine.join(ref[["label"]], on=["dialogue_id", "turn_index"], rsuffix="_ref").dropna(
-                subset=["label_ref"])
-            if len(paired):
-                p = float(mcnemar_exact(list(paired["gold"]), list(paired["label"]), list(paired["label_ref"]))["pvalue"])
-        extra.append({"model_s_per_turn": mine["model_ms"].mean() / 1000 if len(mine) else None,
-                      "calls_per_turn": mine["calls"].mean() if len(mine) else None,
+        if reference in names and row["system"] != reference:
+            ref = group[group["system"] == reference].sort_values(["dataset", *keys])
+            p = float(mcnemar_exact(list(mine["gold"]), list(mine["label"]), list(ref["label"]))["pvalue"])
+        extra.append({"model_s_per_turn": mine["model_ms"].mean() / 1000,
+                      "calls_per_turn": mine["calls"].mean(),
                       "incoherent": len(incoherent(mine)) if row["system"] not in BASELINES else None,
                       f"p_vs_{reference}": p})
     return pd.concat([table, pd.DataFrame(extra)], axis=1)

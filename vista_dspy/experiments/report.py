@@ -167,7 +167,7 @@ def build_report(path: Path) -> str:
         subtitle=f"{len(runs)} run(s), {len(turns)} judged turns, {len(claims)} claims; model "
                  f"{', '.join(models) or 'unknown'}; from {path.resolve()}",
         colours=COLOURS,
-        tables=[_table_html(key, frame) for key, frame in tables.items()],
+        tables=_instrument_html(path) + [_table_html(key, frame) for key, frame in tables.items()],
         figures=_figures(turns, claims, tables),
         runs=[{"key": f"{d} / {s}", "turns": _browser_turns(v)} for d, s, v in runs],
         turn_count=len(turns),
@@ -188,6 +188,24 @@ def _table_html(key: str, frame: pd.DataFrame) -> dict[str, Any]:
     title, note = TABLE_TEXT[key]
     html = display_table(frame).to_html(index=False, border=0, escape=True, classes="numbers")
     return {"title": title, "note": note, "html": Markup(f'<div class="scroll">{html}</div>')}
+
+
+def _instrument_html(path: Path) -> list[dict[str, Any]]:
+    """The instrument's table of a `vista benchmark --suite` directory (instrument.csv), first on the page."""
+    from markupsafe import Markup
+
+    if not (path / "instrument.csv").is_file():
+        return []
+    frame = pd.read_csv(path / "instrument.csv")
+    columns = ["dataset", "system", "turns", "balanced_accuracy", "ba_low", "ba_high", "accuracy", "precision_h",
+               "recall_h", "f1_h", "unknown", "incoherent", "model_s_per_turn"]
+    view = frame[[c for c in columns if c in frame]].round(3)
+    html = view.to_html(index=False, border=0, escape=True, classes="numbers", na_rep="")
+    return [{"title": "The instrument: balanced accuracy on the suite's turns",
+             "note": "ba_low / ba_high: 95 % bootstrap interval over dialogues resampled within datasets; every row on "
+                     "the turns all systems judged; incoherent: turns whose label does not follow from their claims; "
+                     "model_s_per_turn: the server's own seconds per judged turn.",
+             "html": Markup(f'<div class="scroll">{html}</div>')}]
 
 
 def _svg(figure) -> Any:

@@ -1,0 +1,51 @@
+"""The instrument's tables from the committed suite probes alone (no LM, no dataset): balanced accuracy per dataset
+and pooled with 95 % intervals, the baselines, incoherent turns, model seconds per judged turn, and the gate of each
+candidate against the seed, on one part of the suite.
+
+    python benchmarks/instrument_table.py --part compile --systems local-1.5b-default,local-1.5b-evidence \\
+        --anchor local-1.5b-seed --no-lm local-1.5b-evidence
+
+Each name is a record ``benchmarks/probes/suite-NAME/`` (``record_suite_probe.py``). Every row is computed on the
+turns all the named records judged (a probe still running covers fewer turns; the table says how many).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from vista_dspy.experiments.instrument import gate_report, instrument_table, probe_turns, table_markdown
+
+PROBES = Path(__file__).parent / "probes"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=("compile", "test", "all"), default="compile")
+    parser.add_argument("--anchor", default="local-1.5b-seed")
+    parser.add_argument("--systems", default="", help="comma-separated candidates, gated against the anchor")
+    parser.add_argument("--no-lm", default=None, help="the tier with no LM call (its flips are counted)")
+    parser.add_argument("--others", default="", help="comma-separated records shown in the table, not gated")
+    args = parser.parse_args()
+
+    candidates = [s for s in args.systems.split(",") if s]
+    others = [s for s in args.others.split(",") if s]
+    names = list(dict.fromkeys([args.anchor, *candidates, *([args.no_lm] if args.no_lm else []), *others]))
+    turns = pd.concat([probe_turns(PROBES / f"suite-{name}") for name in names], ignore_index=True)
+    if args.part != "all":
+        turns = turns[turns["part"] == args.part]
+    print(f"## The suite's {args.part} part\n")
+    print(table_markdown(instrument_table(turns, names, reference=args.anchor), args.anchor))
+    for candidate in candidates:
+        if candidate == args.no_lm:
+            continue
+        _, text = gate_report(turns, candidate, args.anchor, args.no_lm)
+        print(f"### {candidate} against {args.anchor}\n\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
