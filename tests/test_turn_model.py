@@ -13,7 +13,7 @@ from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
 from vista_dspy.optimize.rule_gate import by_claim_count, turn_difference_interval
-from vista_dspy.optimize.turn_fitting import TurnExample, choose_turn_model
+from vista_dspy.optimize.turn_fitting import cross_fitted_log_likelihood, TurnExample, choose_turn_model
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 # One turn model for the tests: P(hallucinated) = sigmoid(logit(max P(unsafe)) - 2 log(number of claims)).
@@ -112,12 +112,21 @@ def test_the_turn_model_is_chosen_by_held_out_likelihood_and_sees_the_count_when
     # P(unsafe) is 0.3 are faithful 3 times in 4: only a model that knows the count tells them apart.
     data = []
     for i in range(40):
-        data.append(TurnExample((0.3,), i % 4 != 0))
-        data.append(TurnExample((0.3, 0.05, 0.05, 0.05, 0.05, 0.05), i % 4 == 0))
+        data.append(TurnExample((0.3,), i % 4 != 0, f"one{i}"))
+        data.append(TurnExample((0.3, 0.05, 0.05, 0.05, 0.05, 0.05), i % 4 == 0, f"six{i}"))
     model, record = choose_turn_model(data)
     assert "log_count" in model.features and record["chosen"] == " + ".join(model.features)
     assert model.probability([0.3]) > 0.5 > model.probability([0.3, 0.05, 0.05, 0.05, 0.05, 0.05])
     assert choose_turn_model([TurnExample((0.2,), False)] * 5)[0] is None  # one label: nothing to fit
+
+
+def test_the_turn_models_choice_keeps_one_copy_of_a_turn_and_splits_by_dialogue():
+    from vista_dspy.optimize.turn_fitting import one_per_turn
+
+    pooled = [TurnExample((0.1,), True, "a", 1), TurnExample((0.2,), True, "a", 1), TurnExample((0.3,), False, "a", 3)]
+    assert one_per_turn(pooled) == [pooled[0], pooled[2]]
+    # Turns without a dialogue id all hash to one side: the other half is empty, so no candidate can be scored.
+    assert cross_fitted_log_likelihood([TurnExample((0.3,), i % 2 == 0) for i in range(20)], ("max_logit",)) is None
 
 
 def _decided(label: str, gold: str, dialogue_id: str, claims: int = 1) -> TurnDecision:

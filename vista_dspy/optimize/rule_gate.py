@@ -107,7 +107,7 @@ def fit_for_turns(turns: Sequence[TurnRows], features: Sequence[str], turns_by: 
     on ``repeats`` cross-fittings over random halves of the dialogues; then, by ``turns_by``, the turn threshold
     chosen on the same cross-fittings (``choose_thresholds``), or a turn model fitted on the turn labels of their
     P(unsafe) and chosen by held-out log-likelihood (``turn_fitting.choose_turn_model``)."""
-    from .turn_fitting import choose_turn_model, examples
+    from .turn_fitting import choose_turn_model, examples, one_per_turn
 
     if turns_by not in TURN_DECISIONS:
         raise ValueError(f"turns_by is one of {', '.join(TURN_DECISIONS)}, not {turns_by!r}")
@@ -118,7 +118,7 @@ def fit_for_turns(turns: Sequence[TurnRows], features: Sequence[str], turns_by: 
         turn_rule = {"turn_threshold": chosen["turn"] if chosen["turn"] < chosen["claim"] else None}
     else:
         claim = choose_claim_threshold(inner)
-        turn_model, turn_record = choose_turn_model([e for d in inner for e in examples(d, claim)])
+        turn_model, turn_record = choose_turn_model(one_per_turn([e for d in inner for e in examples(d, claim)]))
         chosen = {"claim": claim, "claim_decisions": round(_mean(inner, claim, None)[1], 4), "turn_model": turn_record}
         turn_rule = {"turn_threshold": None, "turn": turn_model}
     rule = fit_rule(turns, features)

@@ -5,12 +5,14 @@ model is fitted for probabilities, so no knob is tuned on the turns that report 
 The P(unsafe) a turn model is fitted on must come from claim models that did not see the turn's dialogue
 (``rule_gate`` passes the cross-fitted decisions of its threshold search); only turns with a gold label, at least one
 claim decided with a P(unsafe) and no claim unsafe are fitted on, since those are the turns the model decides.
+The choice among the candidates splits those turns by dialogue (a hash of its id, salted per repeat), one copy of
+each turn (``one_per_turn``): no dialogue's turns sit on both sides of a split.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +39,8 @@ class TurnExample:
 
     p_unsafe: tuple[float, ...]
     hallucinated: bool
+    dialogue_id: str = ""
+    turn_index: int = 0
 
 
 def examples(decided: Sequence[Any], claim_threshold: float | None = None) -> list[TurnExample]:
@@ -53,8 +57,21 @@ def examples(decided: Sequence[Any], claim_threshold: float | None = None) -> li
                   or (max(ps) >= claim_threshold if claim_threshold is not None
                       else any(c in UNSAFE_CATEGORIES for c in d.categories)))
         if not unsafe:
-            out.append(TurnExample(tuple(ps), d.turn.gold_label == "hallucinated"))
+            out.append(TurnExample(tuple(ps), d.turn.gold_label == "hallucinated", d.turn.dialogue_id,
+                                   d.turn.turn_index))
     return out
+
+
+def one_per_turn(pooled: Sequence[TurnExample]) -> list[TurnExample]:
+    """The first copy of each (dialogue, turn) of examples pooled from several cross-fittings."""
+    seen: dict[tuple[str, int], TurnExample] = {}
+    for example in pooled:
+        seen.setdefault((example.dialogue_id, example.turn_index), example)
+    return list(seen.values())
+
+
+def _side(dialogue_id: str, repeat: int) -> int:
+    return hashlib.sha256(f"{repeat}:{dialogue_id}".encode()).digest()[0] % 2
 
 
 def fit_turn_model(data: Sequence[TurnExample], features: Sequence[str], C: float = DEFAULT_C) -> TurnModel | None:
@@ -83,15 +100,13 @@ def log_likelihood(model: TurnModel, data: Sequence[TurnExample]) -> float:
 
 def cross_fitted_log_likelihood(data: Sequence[TurnExample], features: Sequence[str], repeats: int = REPEATS,
                                 C: float = DEFAULT_C) -> float | None:
-    """Mean held-out log-likelihood over ``repeats`` seeded random halves of ``data`` (each half scored by the model
-    fitted on the other); None when a half cannot be fitted."""
+    """Mean held-out log-likelihood over ``repeats`` splits of ``data`` into halves by dialogue (each half scored by
+    the model fitted on the other); None when a half cannot be fitted."""
     scores = []
     for repeat in range(repeats):
-        order = list(range(len(data)))
-        random.Random(repeat).shuffle(order)
         for held in (0, 1):
-            fit_on = [data[i] for k, i in enumerate(order) if k % 2 != held]
-            score_on = [data[i] for k, i in enumerate(order) if k % 2 == held]
+            fit_on = [e for e in data if _side(e.dialogue_id, repeat) != held]
+            score_on = [e for e in data if _side(e.dialogue_id, repeat) == held]
             model = fit_turn_model(fit_on, features, C)
             if model is None or not score_on:
                 return None
