@@ -13,7 +13,7 @@ from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
 from vista_dspy.optimize.rule_gate import by_claim_count, turn_difference_interval
-from vista_dspy.optimize.turn_fitting import cross_fitted_log_likelihood, TurnExample, choose_turn_model
+from vista_dspy.optimize.turn_fitting import TurnExample, choose_turn_model, cross_fitted_log_likelihood
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 # One turn model for the tests: P(hallucinated) = sigmoid(logit(max P(unsafe)) - 2 log(number of claims)).
