@@ -1,7 +1,7 @@
 import json
 
 from vista_dspy import Vista
-from vista_dspy.compiled.build_seed import (
+from vista_dspy.optimize.seed_program import (
     CATEGORIZE_DEMOS,
     DECOMPOSE_DEMOS,
     VERIFY_DEMOS,

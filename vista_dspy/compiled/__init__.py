@@ -1,6 +1,7 @@
 """Saved programs shipped with the package (``<name>.json`` and its ``<name>.meta.json``), ``files``: what a
-program file holds, how it is read, checked and written, and its content hash, and ``build_seed``: the hand-written
-demos of the seed program and the script that writes ``seed.json`` from them.
+program file holds, how it is read, checked and written, and its content hash. (The seed program's hand-written demos
+and the script that writes ``seed.json`` from them are ``optimize.seed_program``'s: a build script imports the method,
+which imports this folder.)
 
 A program file is everything per model that changes verdicts: DSPy's state (each predictor's demos and
 instructions, never an LM or a key) and, under the ``vista`` key, the judging options it was chosen with and its
