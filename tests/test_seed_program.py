@@ -1,6 +1,7 @@
 import json
 
 from vista_dspy import Vista
+from vista_dspy.compiled.files import compiled_dir
 from vista_dspy.optimize.seed_program import (
     CATEGORIZE_DEMOS,
     DECOMPOSE_DEMOS,
@@ -8,7 +9,6 @@ from vista_dspy.optimize.seed_program import (
     build_seed_program,
     seed_path,
 )
-from vista_dspy.compiled.files import compiled_dir
 
 PREDICTORS = ("decompose", "verify", "categorize", "contradiction")
 
