@@ -3,11 +3,10 @@ OpenRLHF, verifiers), ``reward(prompts, completions, **columns) -> list[float | 
 
 Each completion is judged as VISTA judges an assistant turn, in the dialogue ``dialogues.response_dialogue`` builds
 (as ``VistaMetric``'s: the prompt's earlier assistant turns are common ground, the completion is verified against the
-row's passages). What VISTA derives from
-the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
-completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
-request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is the async twin (the same
-batch steps, driven on the caller's event loop). How the call's arguments are read is
+row's passages). What VISTA derives from the prompt alone -- the claims of its earlier assistant turns -- is computed
+once per prompt and given to every completion of it; the completions of a batch are judged concurrently through the
+runner's backends (the same request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is
+the async twin (the same batch steps, driven on the caller's event loop). How the call's arguments are read is
 ``trainer_args``, how the judge and its LM are set up ``judge_setup``, how a verdict becomes a number
 ``reward_shapes``, what comes back ``reward_records``.
 """
