@@ -35,3 +35,8 @@ run ablations --no-accumulate --no-history --zero-shot
 run factscore --system factscore
 run factscore-nosplit --system factscore-nosplit --concurrency 4
 run judge --system judge
+# The shipped programs (the fake server gives no label probabilities: each rule decides with its evidence-only model).
+run program-local --program local
+run program-local-claims --program local-claims --concurrency 4
+run evidence-sentences --system evidence --units sentences
+run evidence-claims --system evidence --program local-claims

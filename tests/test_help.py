@@ -66,3 +66,11 @@ def test_the_checks_see_a_swallowed_word():
     assert meant("the \\[draft] extra") == "the [draft] extra"
     assert normalised(Text.from_markup("the [draft] extra").plain) != meant("the [draft] extra")
     assert normalised(Text.from_markup("the \\[draft] extra").plain) == meant("the \\[draft] extra")
+
+
+def test_vista_version_prints_the_installed_package_s_version():
+    from importlib import metadata
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"vista-dspy {metadata.version('vista-dspy')}\n"

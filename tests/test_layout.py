@@ -130,7 +130,25 @@ def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     return found
 
 
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the layout's rooms: a folder (``FOLDERS``) is one room, a module at the package root is one.
+    A folder that imports a root module which imports the folder back is a circle here although its modules are
+    not: the layout's floors are these rooms."""
+    def room(module: str) -> str:
+        top = module.split(".")[0]
+        return top if top in FOLDERS else module
+
+    collapsed: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        collapsed.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    return collapsed
+
+
 GRAPH = import_graph(PACKAGE)
+# The issue-47 bounds: the method's root holds at most this many modules (its face excluded), and no module of the
+# package is longer than this many lines (a longer one holds more than one concern).
+ROOT_MODULES = 16
+MODULE_LINES = 450
 
 
 def test_the_graph_reads_every_kind_of_import():
@@ -147,6 +165,18 @@ def test_no_import_circles():
 
 def test_the_folders_import_only_downward():
     assert layer_violations(GRAPH) == []
+
+
+def test_no_room_imports_one_that_imports_it_back():
+    """No folder imports a root module that imports the folder back (no import up a floor)."""
+    assert circles(rooms(GRAPH)) == []
+
+
+def test_the_root_holds_at_most_16_modules_and_no_module_is_over_450_lines():
+    root = sorted(path.stem for path in PACKAGE.glob("*.py") if path.name != "__init__.py")
+    assert len(root) <= ROOT_MODULES, root
+    lengths = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > MODULE_LINES} == {}
 
 
 def test_records_know_no_modules():
@@ -189,6 +219,25 @@ def test_the_layer_check_reports_a_planted_forbidden_import(tmp_path):
     graph = import_graph(package)
     assert layer_violations(graph) == [("lm.models", "stages"), ("program", "run.runner")]
     assert circles(graph) == [["program", "run.runner"]]
+
+
+def test_the_room_check_reports_a_folder_importing_a_module_that_imports_it_back(tmp_path):
+    """A build script among the program files (compiled/build.py importing the method, which reads compiled/files):
+    no circle between modules, one between rooms."""
+    package = tmp_path / "vista_dspy"
+    sources = {
+        "__init__.py": "",
+        "program.py": "from .compiled.files import read_program\n",
+        "compiled/__init__.py": "",
+        "compiled/files.py": "",
+        "compiled/build.py": "from ..program import Vista\n",
+    }
+    for name, text in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    graph = import_graph(package)
+    assert circles(graph) == []
+    assert circles(rooms(graph)) == [["compiled", "program"]]
 
 
 def test_the_records_scoring_and_metrics_import_without_dspy_or_litellm():

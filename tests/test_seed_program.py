@@ -1,14 +1,14 @@
 import json
 
 from vista_dspy import Vista
-from vista_dspy.compiled.build_seed import (
+from vista_dspy.compiled.files import compiled_dir
+from vista_dspy.optimize.seed_program import (
     CATEGORIZE_DEMOS,
     DECOMPOSE_DEMOS,
     VERIFY_DEMOS,
     build_seed_program,
     seed_path,
 )
-from vista_dspy.compiled.files import compiled_dir
 
 PREDICTORS = ("decompose", "verify", "categorize", "contradiction")
 

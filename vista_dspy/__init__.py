@@ -2,10 +2,12 @@
 
 The method is at the package root, readable top to bottom as the paper's algorithm (``schema``, ``options``,
 ``signatures``, ``program``, ``stages``, ``batching``, ``prompts``, ``grounding``, ``evidence``, ``decision``,
-``label_probabilities``, ``claim_verdicts``, ``scoring``, ``baselines``); the folders hold the rest: ``data/``
-(loaders), ``compiled/`` (program files and the seed's build script), ``lm/`` (models, clients, the embedded server,
-a fake LM for tests), ``optimize/`` (choosing a program, and the statistics it chooses by), ``run/`` (batch runs,
-VISTA as a metric, a reward or a test assertion), ``experiments/`` (benchmarks, tables, reports) and ``cli/``.
+``label_probabilities``, ``claim_verdicts``, ``spans``, ``scoring``, ``baselines``); the folders hold the rest:
+``data/`` (loaders), ``compiled/`` (program files, and a judge loaded from and saved to one), ``lm/`` (models,
+clients, the embedded server, a fake LM for tests), ``optimize/`` (choosing a program, the seed program's demos, and
+the statistics it chooses by), ``run/`` (batch runs, VISTA as a metric, a reward or a test assertion),
+``experiments/`` (benchmarks, tables, reports), ``integrations/`` (scorers for MLflow, Inspect AI, Langfuse) and
+``cli/``.
 Names below load their module on first use (``lazy``), so the typed records import without DSPy. Importing the
 package changes no environment variable (``lm.offline``: how litellm is kept off the network).
 """

@@ -9,6 +9,9 @@ all per-dialogue state -- knowledge store, history, usage -- lives in its locals
 judge many dialogues at once. How a record becomes a prompt is ``prompts``'; the modes that ask about several claims
 in one call are ``batching``'s.
 
+How a judge is loaded from a program file, saved to one and named by its content is ``compiled.saving``'s
+(``SavedProgram``).
+
 (Over 400 lines on purpose: this file is the method read top to bottom, one step after another; its helpers already
 live in ``stages``, ``batching``, ``prompts``, ``claim_verdicts`` and ``scoring``, and the steps left here share the
 turn loop's locals.)
@@ -17,16 +20,14 @@ turn loop's locals.)
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import dspy
-from dspy.utils.saving import get_dependency_versions
 
 from . import batching, scoring
 from .batching import Question
 from .claim_verdicts import as_most_doubtful, by_evidence_verdict, claim_verdict, turn_model_explanation
-from .compiled.files import ProgramFile, content_hash, read_program, write_program
+from .compiled.saving import SavedProgram
 from .decision import DecisionRule, by_evidence, most_doubtful, turn_call
 from .evidence import evidence_of
 from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
@@ -61,9 +62,6 @@ from .signatures import (
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
 Steps = Generator[list[StageCall], list[StageResult], Any]
-# The rule the evidence system decides with when the program has none: cues fitted on the human claims of
-# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
-EVIDENCE_PROGRAM = "evidence"
 
 
 class ClaimsOfTurn(NamedTuple):
@@ -81,7 +79,7 @@ class ClaimsOfTurn(NamedTuple):
         return [c.text if isinstance(c, GoldClaim) else c for c in self.claims]
 
 
-class Vista(StagedModule):
+class Vista(StagedModule, SavedProgram):
     """The VISTA evaluator.
 
     Args:
@@ -92,7 +90,7 @@ class Vista(StagedModule):
             own labels.
         **changes: options to change, by name (``Vista(use_context=True)``), validated with the rest.
 
-    A saved program (``from_program`` / ``save_program``) holds the demos and instructions of the four predictors,
+    A saved program (``from_program`` / ``save_program``, ``SavedProgram``'s) holds the demos and instructions of the four predictors,
     the judging options and the decision rule, never an LM. One instance can judge many dialogues at once: all
     per-dialogue state lives in the call.
     """
@@ -122,31 +120,7 @@ class Vista(StagedModule):
     def label_probabilities(self) -> bool:
         return self.options.label_probabilities
 
-    # ---- programs: loading, saving, identity -----------------------------------------------------------------
-    @classmethod
-    def from_program(cls, program: str | Path | ProgramFile | None = None, **changes: Any) -> Vista:
-        """A Vista with a saved program loaded: a path to a JSON file, a name in ``vista_dspy/compiled/``, a
-        ``ProgramFile``, or None for the shipped seed program. The program's saved options apply; ``changes``
-        (option names) win over them."""
-        file = program if isinstance(program, ProgramFile) else read_program(program)
-        options = JudgeOptions().replace(**file.options)
-        rule = DecisionRule.model_validate(file.rule) if file.rule else None
-        module = cls(options.replace(**changes), rule=rule)
-        module.load_state(file.state)
-        module.program_name = file.name
-        return module
-
-    @classmethod
-    def evidence_from_program(cls, program: str | Path | ProgramFile | None = None, **changes: Any) -> Vista:
-        """The evidence system (``vista evaluate --system evidence``): ``program``'s claims decided by the evidence
-        cues alone (its rule's evidence model, or the shipped evidence rule when it has none), so Decompose is the
-        only LM call."""
-        judge = cls.from_program(program, **changes)
-        rule = judge.rule or cls.from_program(EVIDENCE_PROGRAM).rule
-        judge.rule = rule.evidence_only()
-        judge.program_name = f"{judge.program_name}+evidence-only"
-        return judge
-
+    # ---- which program, and what it needs (loading, saving and identity: SavedProgram) -------------------------
     @classmethod
     def for_model(cls, model: str | None, **changes: Any) -> Vista:
         """The program `vista evaluate --model M` judges with: compiled/<M>.json when it exists, else the seed.
@@ -163,23 +137,6 @@ class Vista(StagedModule):
         evidence_decides_all = rule is not None and rule.cascade is not None and rule.cascade.low >= rule.cascade.high
         return not (options.units == "sentences" and evidence_decides_all and not options.check_contradictions
                     and not options.given_claims)
-
-    def program_file(self, name: str | None = None) -> ProgramFile:
-        """What a program file holds for this judge: demos and instructions, saved options, decision rule."""
-        state = self.dump_state()
-        state["metadata"] = {"dependency_versions": get_dependency_versions()}
-        return ProgramFile(name or self.program_name, state, self.options.saved(),
-                           self.rule.model_dump(mode="json") if self.rule else None)
-
-    def save_program(self, path: str | Path) -> Path:
-        """Write this judge's program file (see ``compiled``)."""
-        path = Path(path)
-        return write_program(self.program_file(path.stem), path)
-
-    def content_hash(self) -> str:
-        """What identifies the program this judge runs: its demos, instructions, options and decision rule."""
-        return content_hash(self.dump_state(), self.options.saved(),
-                            self.rule.model_dump(mode="json") if self.rule else None)
 
     def with_options(self, **changes: Any) -> Vista:
         """A copy judging with these options changed (validated)."""

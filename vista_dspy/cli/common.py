@@ -185,6 +185,19 @@ def model_setup(console: Console, model: str | None, *, api_base: str | None, gg
     return ModelSetup(config, contextlib.nullcontext(), threads=4, short_answer_tokens=None)
 
 
+# What a run that asks no LM records as its model (run.json): none judged.
+NO_LM = "none"
+
+
+def no_lm_setup() -> ModelSetup:
+    """The set-up of a judge that asks no LM (the evidence over the turn's sentences): no model is resolved, no weights
+    are looked for, no server is started, no answer cache is opened; the run records its model as ``NO_LM``."""
+    from ..lm.models import ModelConfig
+
+    return ModelSetup(ModelConfig(model=NO_LM, cache=False), contextlib.nullcontext(), threads=1,
+                      short_answer_tokens=None)
+
+
 def dspy_context(config: ModelConfig) -> contextlib.AbstractContextManager:
     import dspy
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import sys
@@ -14,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..lm.server import DEFAULT_PORT
+from ..lm.server import DEFAULT_PORT, endpoint_options
 from ..options import JudgeOptions, from_flags
 from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
@@ -44,6 +43,7 @@ from .common import (
     fail,
     judge_backend,
     model_setup,
+    no_lm_setup,
     progress_bar,
     run_errors,
     slug,
@@ -165,7 +165,7 @@ MaxUnjudgedOption = Annotated[Optional[int], typer.Option(
                 "passes on its own).", show_default=False)]
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (42 lines); the body is 44.
+# Over 80 lines only for its signature: typer declares each flag in it (42 lines); the body is 49.
 @app.command()
 def evaluate(
     input: InputArgument,
@@ -222,9 +222,6 @@ def evaluate(
 
     console = Console(stderr=json_summary)
     dialogues = _dialogues(input, format, limit, judge_given_claims)
-    lm_setup = model_setup(console, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
-                           max_tokens=max_tokens, cache=cache, adapter=adapter)
-    config = lm_setup.config
     # Flags given on the command line win over a program's saved options (None: not given).
     flags = from_flags(context=context, accumulate=accumulate, history=history, zero_shot=zero_shot,
                        contradiction_check=contradiction_check, background=background, claim_calls=claim_calls,
@@ -232,17 +229,25 @@ def evaluate(
                        explain_unverified=explain_unverified, units=units,
                        check_grounding=check_grounding, coverage=coverage, empty_turns=empty_turns,
                        judge_given_claims=judge_given_claims or None)
+    # The judge first, from names alone: the model is set up only if the judge asks an LM at all (the evidence
+    # over the turn's sentences does not, and needs no weights).
+    endpoint = endpoint_options(model)
     if label_probabilities is not None:
-        lm_setup.config = dataclasses.replace(config, logprobs=label_probabilities)
-    judge = _judge(system, program, model, lm_setup, flags, console)
+        endpoint["label_probabilities"] = label_probabilities
+    judge = _judge(system, program, model, endpoint, flags, console)
+    needs_lm = not isinstance(judge, Vista) or judge.needs_lm
+    if needs_lm:
+        lm_setup = model_setup(console, model, api_base=api_base, gguf=gguf, port=port, temperature=temperature,
+                               max_tokens=max_tokens, cache=cache, adapter=adapter)
+        if label_probabilities is not None:
+            lm_setup.config = dataclasses.replace(lm_setup.config, logprobs=label_probabilities)
+    else:
+        lm_setup = no_lm_setup()
     with_program_adapter(lm_setup, judge, adapter, console)
     if isinstance(judge, Vista):
         lm_setup.judging_with(judge)
-        if not judge.needs_lm:
-            lm_setup.server = contextlib.nullcontext()  # the evidence decides every sentence: no model is started
     config = lm_setup.config
-    with_lm = "no LM" if isinstance(judge, Vista) and not judge.needs_lm else (
-        f"[bold]{config.model}[/]{f' at {config.api_base}' if config.api_base else ''}")
+    with_lm = f"[bold]{config.model}[/]{f' at {config.api_base}' if config.api_base else ''}" if needs_lm else "no LM"
     console.print(f"judging {len(dialogues)} dialogues with {with_lm}, {describe_judge(judge)}", highlight=False)
 
     suffix = "" if system is System.vista else f"__{system.value}"
@@ -324,14 +329,16 @@ def _dialogues(input: Path, format: str | None, limit: int | None, judge_given_c
     return dialogues
 
 
-def _judge(system: System, program: str | None, model: str | None, lm_setup, flags: dict, console: Console):
-    """VISTA with its program, its saved options and the flags given (which win), or a baseline; exits 2 when the
-    program cannot be loaded or the flags do not go together."""
+def _judge(system: System, program: str | None, model: str | None, endpoint: dict, flags: dict, console: Console):
+    """VISTA with its program, its saved options and the flags given (which win), or a baseline, with the options
+    its endpoint sets (``endpoint_options``: from the model's name, nothing resolved); exits 2 when the program
+    cannot be loaded or the flags do not go together."""
     from ..baselines import SYSTEMS
     from ..compiled.files import StaleMeta, read_program
     from ..lm.models import program_for_model
 
-    endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens}
+    label_probabilities = endpoint["label_probabilities"]
+    endpoint = {"short_answer_tokens": endpoint["short_answer_tokens"]}
     if system is System.evidence:
         from ..experiments.bench import build_system
 
@@ -359,7 +366,7 @@ def _judge(system: System, program: str | None, model: str | None, lm_setup, fla
             console.print(f"flags override program {file.name}'s saved options: "
                           + ", ".join(f"{k}={v} (saved {file.options[k]})" for k, v in overridden.items()),
                           highlight=False)
-        return Vista.from_program(file, **endpoint, label_probabilities=lm_setup.label_probabilities, **flags)
+        return Vista.from_program(file, **endpoint, label_probabilities=label_probabilities, **flags)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
 

@@ -19,6 +19,9 @@ from typing import Any
 import orjson
 
 SEED_PROGRAM = "seed"
+# The rule the evidence system decides with when the program has none: cues fitted on the human claims of
+# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
+EVIDENCE_PROGRAM = "evidence"
 PROGRAM_FORMAT = 2
 # Format 1 held a "calibration" (a Verify threshold and category offsets) where format 2 holds a decision rule; a
 # format-1 file without one reads as it always did.

@@ -1,7 +1,8 @@
 """The one judging path under the platforms' scorers: a prompt, a response and its passages in, VISTA's verdict out
 as a value, a rationale naming the unsafe claims and per-claim metadata (``ResponseVerdict``). It is a
 ``VistaReward`` judging one response per call, sync or async (its caches, prompt work and request bound shared
-by every call), and readers for the shapes platforms hand a scorer (texts, chat messages, dicts of fields)."""
+by every call; the response, its prompt and its passages made one dialogue by ``run.dialogues``, as the metric's
+and the reward's are), and readers for the shapes platforms hand a scorer (texts, chat messages, dicts of fields)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import ModelConfig
+from .models import MODELS, ModelConfig, gives_logprobs
 from .offline import offline_litellm
 from .warm_start import ANY_PROGRAM, WarmStart, llama_build, server_key
 from .weights import EMBEDDED, GGUFS, JUDGE, ModelNotFound, gguf_sha256, models_dir, resolve_gguf
@@ -336,3 +336,13 @@ def local_model_config(settings: ServerSettings, *, max_tokens: int = 768, cache
                        # The cache belongs to the weights, not to the port they happen to be served on.
                        cache_identity=f"gguf:{settings.gguf.name}:{stat.st_size}")
 
+
+def endpoint_options(model: str | None) -> dict[str, int | bool | None]:
+    """The judging options a judge takes from its endpoint (``JudgeOptions``' endpoint side), known from the model's
+    name alone: nothing is resolved, no weights are looked for, no server is started -- so a judge can be built, and
+    asked whether it needs an LM at all, before its model is set up. The embedded models (None: the default one) cap
+    short answers; a model's endpoint gives log-probabilities unless it is known not to."""
+    if model is None or model in EMBEDDED:
+        return {"short_answer_tokens": LOCAL_SHORT_ANSWER_TOKENS, "label_probabilities": True}
+    logprobs = MODELS[model].logprobs if model in MODELS else gives_logprobs(model)
+    return {"short_answer_tokens": None, "label_probabilities": logprobs}

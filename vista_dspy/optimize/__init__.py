@@ -12,6 +12,8 @@
   claims); ``probe_records`` (a real-model probe's turns saved and read back); ``probing`` (judging human claims
   with label probabilities, claim-level scores); ``claim_probes`` (those claims' records and label space);
   ``cross_fitting`` (folds by dialogue, and fitting on the other folds); ``demos`` (pools and budgets).
+- ``seed_program``: the seed program's hand-written demos (the paper's method, the base of every gate) and the script
+  that writes ``compiled/seed.json`` from them.
 - ``calibration``: wave 3's calibration of label probabilities, kept for comparison only (benchmarks use it; no
   program decides with it).
 """

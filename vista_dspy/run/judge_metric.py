@@ -15,7 +15,6 @@ threads; a turn judged before is not asked again, and ``usage`` counts every jud
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -24,27 +23,14 @@ from typing import Any
 
 import dspy
 
-from ..program import Vista
-from ..schema import (
-    Category,
-    ClaimVerdict,
-    Dialogue,
-    DialogueVerdict,
-    Grounding,
-    Turn,
-    TurnVerdict,
-    Usage,
-    number_passages,
-)
+from ..schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, TurnVerdict, Usage, number_passages
 from ..scoring import safe_and_judged
 from ..spans import where
 from ..stages import CallFailures, EndpointDown
+from .dialogues import response_dialogue
+from .judge_setup import JudgeSetup
 
 logger = logging.getLogger(__name__)
-
-# A history's roles: system messages seed the knowledge store (as a chat log's do); tool messages are no turns.
-ROLES = {"user": "user", "apprentice": "user", "human": "user", "assistant": "assistant", "wizard": "assistant",
-         "bot": "assistant", "system": "system", "developer": "system", "tool": None, "function": None}
 
 
 class JudgeFailed(RuntimeError):
@@ -80,8 +66,11 @@ class VistaMetric:
             failures in a row stop the optimization with ``JudgeEndpointDown``).
         system: "vista" (the program's method) or "evidence" (the program's claims decided by its evidence model
             alone: Decompose is the only LM call, as ``vista evaluate --system evidence``; with ``units="sentences"``
-            no LM call at all and no model started: the no-LM tier).
+            no LM call at all, and no model resolved or started: the no-LM tier, which needs no ``[local]`` extra).
         **options: judging options of the program (``JudgeOptions`` names), e.g. ``claim_calls="batched"``.
+
+    How the judge and its LM are set up is ``judge_setup``'s (``setup``); how the history, the document and the
+    response become a dialogue, ``dialogues``'.
     """
 
     def __init__(self, judge: str | dspy.BaseLM = "local", program: str | Path | None = None, *,
@@ -89,21 +78,9 @@ class VistaMetric:
                  response_field: str = "response", threshold: float = 1.0, empty_score: float = 0.0,
                  parse_retries: int = 2, stop_after: int = 3, port: int | None = None, system: str = "vista",
                  **options: Any) -> None:
-        from ..lm.models import program_for_model
-
-        self.lm, self.adapter, self._server, endpoint = _judge_lm(judge, port)
-        self.model = judge if isinstance(judge, str) else getattr(judge, "model", None)  # the judge's name
-        program, settings = program or program_for_model(self.model), {**endpoint, **options}
-        if system == "evidence":
-            self.judge = Vista.evidence_from_program(program, **settings)
-        elif system == "vista":
-            self.judge = Vista.from_program(program, **settings)
-        else:
-            raise ValueError(f"unknown system {system!r}: vista or evidence")
-        if not self.judge.needs_lm:  # the evidence over the turn's sentences: no LM, no model started
-            self._server = None
-        if self._server is not None:
-            self._server.program_key = self.judge.content_hash()  # its warm start
+        self.setup = JudgeSetup(judge, program, system=system, port=port, **options)
+        self.judge = self.setup.program
+        self.lm, self.adapter, self.model = self.setup.lm, self.setup.adapter, self.setup.model
         self.fields = {"history": history_field, "document": document_field, "response": response_field}
         self.threshold = threshold
         self.empty_score = empty_score
@@ -112,7 +89,6 @@ class VistaMetric:
         self.failures: list[str] = []
         self._turns: dict[str, TurnVerdict] = {}
         self._lock = threading.Lock()
-        self._started = False
 
     # ---- DSPy's metric ----------------------------------------------------------------------------------------
     def __call__(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
@@ -175,23 +151,15 @@ class VistaMetric:
         return safe / (judged + errors)
 
     def dialogue(self, example: Any, prediction: Any, background: Sequence[str] = ()) -> Dialogue:
-        """The history and the predicted response as a VISTA dialogue: earlier assistant turns as common ground,
-        the response judged against the document (or the knowledge store alone, without one). ``background``:
-        facts that seed the knowledge store, before the history's system messages."""
-        turns, said_as_system = _history_turns(self._field(example, prediction, "history"), self.fields["response"])
-        background = [*(str(fact).strip() for fact in background if str(fact).strip()), *said_as_system]
-        document = self._field(example, prediction, "document")
+        """The history and the predicted response as a VISTA dialogue (``dialogues.response_dialogue``: earlier
+        assistant turns as common ground, the response judged against the document, or the knowledge store alone
+        without one). ``background``: facts that seed the knowledge store, before the history's system messages."""
         response = self._field(prediction, None, "response")
         if not isinstance(response, str):
             raise ValueError(f"the prediction has no text in its {self.fields['response']!r} field")
-        # A document may be one text or a list of retrieved passages (numbered for the judge).
-        passages = [str(p) for p in (document if isinstance(document, (list, tuple)) else [document or ""])]
-        passages = [p for p in passages if p.strip()]
-        grounding = Grounding.from_passages(passages) if passages else Grounding.knowledge_only()
-        turns.append(Turn(role="assistant", text=response, grounding=grounding))
-        said = [*(f"system:{fact}" for fact in background), *(f"{t.role}:{t.text}" for t in turns)]
-        key = hashlib.sha256("\x1f".join(said).encode() + b"\x1e" + (grounding.document or "").encode()).hexdigest()
-        return Dialogue(id=f"turn-{key[:16]}", turns=turns, background=background)
+        return response_dialogue(self._field(example, prediction, "history"), response,
+                                 self._field(example, prediction, "document"), background,
+                                 response_field=self.fields["response"])
 
     def _field(self, first: Any, second: Any, role: str) -> Any:
         name = self.fields[role]
@@ -232,18 +200,11 @@ class VistaMetric:
     def start(self) -> None:
         """Start the embedded server (done by the first judged turn; call it first when the program being
         optimized runs on the same embedded model)."""
-        if self._server is None or self._started:
-            return
-        with self._lock:
-            if not self._started:
-                self._server.__enter__()
-                self._started = True
+        self.setup.start()
 
     def close(self) -> None:
         """Stop the embedded server this metric started (if any)."""
-        if self._server is not None and self._started:
-            self._server.__exit__(None, None, None)
-            self._started = False
+        self.setup.close()
 
     def __enter__(self) -> VistaMetric:
         return self
@@ -277,69 +238,3 @@ def claim_line(claim: ClaimVerdict, turn: str | None = None) -> str:
         said = " (said as \"" + " ... ".join(turn[start:end] for start, end in claim.spans) + \
             f"\" at {where(claim)} of the response)"
     return f"{claim.category.value}: \"{claim.claim}\"{said} -- {why or 'no reason given'}"
-
-
-def _judge_lm(judge: str | dspy.BaseLM, port: int | None):
-    """(LM, adapter, embedded server or None, the program's endpoint options) of a judge given by name or LM."""
-    from ..lm.clients.adapters import build_adapter
-    from ..lm.models import MODELS, ModelConfig, gives_logprobs
-    from ..lm.server import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
-    from ..lm.weights import EMBEDDED
-
-    if isinstance(judge, dspy.BaseLM):
-        return judge, build_adapter("json"), None, {}
-    if judge in EMBEDDED:
-        settings = embedded_settings(judge, port=port or DEFAULT_PORT)
-        config = local_model_config(settings)
-        return (config.build(), config.build_adapter(), LocalServer(settings, warm_start=True),
-                {"short_answer_tokens": LOCAL_SHORT_ANSWER_TOKENS})
-    config = MODELS[judge].config() if judge in MODELS else ModelConfig(model=judge, logprobs=gives_logprobs(judge))
-    return config.build(), config.build_adapter(), None, {"label_probabilities": config.logprobs}
-
-
-def _history_turns(history: Any, response_field: str) -> tuple[list[Turn], list[str]]:
-    """Earlier turns from a history in any of the accepted shapes (assistant turns become common ground), and the
-    texts of its system messages (background facts)."""
-    pairs: list[tuple[str, str]] = []
-    if history is None:
-        return [], []
-    if isinstance(history, dspy.History):
-        for message in history.messages:
-            if "role" in message:
-                pairs.append((str(message["role"]), str(message.get("content", ""))))
-                continue
-            said = "\n".join(str(v) for k, v in message.items() if k != response_field and v)
-            if said:
-                pairs.append(("user", said))
-            if message.get(response_field):
-                pairs.append(("assistant", str(message[response_field])))
-    elif isinstance(history, str):
-        for line in history.splitlines():
-            role, sep, text = line.partition(":")
-            if sep and role.strip().lower() in ROLES:
-                pairs.append((role.strip().lower(), text.strip()))
-            elif line.strip():
-                if pairs:
-                    pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]}\n{line.strip()}")
-                else:
-                    pairs.append(("user", line.strip()))
-    elif isinstance(history, Sequence):
-        for item in history:
-            if isinstance(item, dict):
-                pairs.append((str(item.get("role", "user")), str(item.get("content", item.get("text", "")))))
-            else:
-                role, text = item
-                pairs.append((str(role), str(text)))
-    else:
-        raise ValueError(f"a history must be text, messages or a dspy.History, not {type(history).__name__}")
-    turns, background = [], []
-    for role, text in pairs:
-        kind = ROLES.get(role.strip().lower(), "user")
-        if kind is None or not text.strip():
-            continue
-        if kind == "system":
-            background.append(text.strip())
-        else:
-            turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
-                         else Turn(role="user", text=text))
-    return turns, background

@@ -1,13 +1,14 @@
 """VISTA as a reward for training a dialogue model: a callable in the trainers' convention (TRL's GRPOTrainer,
 OpenRLHF, verifiers), ``reward(prompts, completions, **columns) -> list[float | None]``.
 
-Each completion is judged as VISTA judges an assistant turn (``VistaMetric``'s dialogue: the prompt's earlier
-assistant turns are common ground, the completion is verified against the row's passages). What VISTA derives from
-the prompt alone -- the claims of its earlier assistant turns -- is computed once per prompt and given to every
-completion of it; the completions of a batch are judged concurrently through the runner's backends (the same
-request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is the async twin (the same
-batch steps, driven on the caller's event loop). How the call's arguments are read is
-``trainer_args``, how a verdict becomes a number ``reward_shapes``, what comes back ``reward_records``.
+Each completion is judged as VISTA judges an assistant turn, in the dialogue ``dialogues.response_dialogue`` builds
+(as ``VistaMetric``'s: the prompt's earlier assistant turns are common ground, the completion is verified against the
+row's passages). What VISTA derives from the prompt alone -- the claims of its earlier assistant turns -- is computed
+once per prompt and given to every completion of it; the completions of a batch are judged concurrently through the
+runner's backends (the same request slots as ``vista evaluate --concurrency``) and the judge's LM cache. ``acall`` is
+the async twin (the same batch steps, driven on the caller's event loop). How the call's arguments are read is
+``trainer_args``, how the judge and its LM are set up ``judge_setup``, how a verdict becomes a number
+``reward_shapes``, what comes back ``reward_records``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pydantic import ValidationError
 
 from ..schema import Dialogue, DialogueVerdict, TurnVerdict, Usage
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures, EndpointDown
-from .judge_metric import VistaMetric
+from .dialogues import response_dialogue
+from .judge_setup import JudgeSetup
 from .reward_records import NOT_JUDGED, RewardStats, RewardVerdict, Unjudged
 from .reward_shapes import DEFAULT_SHAPE, SHAPES, Tally, Weights
 from .reward_steps import Job, PromptWork, Run, failure, prompt_key
@@ -100,11 +102,10 @@ class VistaReward:
             raise ValueError(f"stop_after must be a whole number, 0 for never stopping, not {stop_after!r}")
         self.shape = shape
         self.weights = Weights(min_claims, uninformative_credit, unsafe_penalty)
-        self.metric = VistaMetric(judge, program, parse_retries=parse_retries, stop_after=stop_after,
-                                  port=port, system=system, **options)
+        self.setup = JudgeSetup(judge, program, system=system, port=port, **options)
         if adapter is not None:
-            self.metric.adapter = adapter
-        self.program = self.metric.judge  # VistaMetric's name for the program it judges with
+            self.setup.adapter = adapter
+        self.program = self.setup.program
         self.concurrency = concurrency
         self.share_prompt_work = share_prompt_work
         self.passage_column, self.background_column = passage_column, background_column
@@ -195,8 +196,7 @@ class VistaReward:
         for row in trainer_rows(prompts, completions, columns, passage_column=self.passage_column,
                                 background_column=self.background_column):
             try:
-                dialogues.append(self.metric.dialogue({"history": row.history, "document": row.passages},
-                                                      {"response": row.response}, background=row.background))
+                dialogues.append(response_dialogue(row.history, row.response, row.passages, row.background))
             except ValidationError as exc:  # e.g. a text beyond schema.MAX_TEXT: this completion is not judged
                 dialogues.append(Unjudged(f"not a judgeable turn: {' '.join(str(exc).split())[:300]}"))
         return dialogues
@@ -315,12 +315,12 @@ class VistaReward:
 
         if not dialogues:
             return None
-        self.metric.start()
+        self.setup.start()
         try:
             asyncio.get_running_loop()
-            backend = local_backend(self.metric.lm, self.metric.adapter, threads=self.concurrency)
+            backend = local_backend(self.setup.lm, self.setup.adapter, threads=self.concurrency)
         except RuntimeError:  # no event loop in this thread: asyncio, the requests bounded by request slots
-            backend = local_backend(self.metric.lm, self.metric.adapter, concurrency=self.concurrency)
+            backend = local_backend(self.setup.lm, self.setup.adapter, concurrency=self.concurrency)
         try:
             backend.run(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after))
         except EndpointDown as exc:
@@ -334,14 +334,14 @@ class VistaReward:
 
         if not dialogues:
             return None
-        if self.metric._server is not None and not self.metric._started:
-            await asyncio.to_thread(self.metric.start)  # the embedded server's start blocks: not on the loop
+        if self.setup.waiting_to_start:
+            await asyncio.to_thread(self.setup.start)  # the embedded server's start blocks: not on the loop
         loop = asyncio.get_running_loop()
         with self._lock:
             slots = self._slots.get(loop)
             if slots is None:
                 slots = self._slots[loop] = RequestSlots(self.concurrency)
-        backend = Concurrent(self.metric.lm, self.concurrency, self.metric.adapter)
+        backend = Concurrent(self.setup.lm, self.concurrency, self.setup.adapter)
         try:
             await backend.arun(dialogues, job, record, CallFailures(self.parse_retries, self.stop_after), slots)
         except EndpointDown as exc:
@@ -378,7 +378,7 @@ class VistaReward:
     # ---- the embedded server ---------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the embedded server this reward started (if any)."""
-        self.metric.close()
+        self.setup.close()
 
     def __enter__(self) -> VistaReward:
         return self

@@ -14,7 +14,7 @@ BACKGROUND_COLUMNS = ("background", "persona")
 
 @dataclass(frozen=True)
 class TrainerRow:
-    """One completion of a reward call, in the form ``VistaMetric.dialogue`` reads."""
+    """One completion of a reward call, in the form ``dialogues.response_dialogue`` reads."""
 
     history: str | list[dict[str, str]]  # the prompt: ``role: text`` lines, or messages
     response: str

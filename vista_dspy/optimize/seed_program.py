@@ -1,7 +1,8 @@
-"""The build script of the seed program ``compiled/seed.json``: hand-written demonstrations for each stage.
+"""The seed program ``compiled/seed.json`` and the script that writes it: hand-written demonstrations for each stage,
+the paper's method with no decision rule (the program every compiled one is gated against).
 
 Written for vista-dspy (own wording and domains). Each demo teaches one behaviour of the method, named in its
-``teaches`` key (not rendered to the model). Rebuild the shipped file with ``python -m vista_dspy.compiled.build_seed``
+``teaches`` key (not rendered to the model). Rebuild the shipped file with ``python -m vista_dspy.optimize.seed_program``
 (``--out PATH`` writes elsewhere); a test checks that the file matches this module.
 """
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import dspy
 
+from ..compiled.files import SEED_PROGRAM, compiled_dir
 from ..program import Vista
 from ..signatures import EMPTY_KNOWLEDGE, NO_REFERENCE
-from .files import SEED_PROGRAM, compiled_dir
 
 DECOMPOSE_DEMOS = [
     {
