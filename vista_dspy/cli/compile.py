@@ -1,5 +1,6 @@
-"""`vista compile` (choose each predictor's demos for one model) and `vista study` (an optuna study of prompt
-choices); the train / dev dialogues they read are ``train_dev``'s."""
+"""`vista compile` (choose a program for one model, or with --budget pick one from a study's Pareto front),
+`vista study` (a priced optuna study of prompt choices: accuracy against cost) and `vista study-page` (its page from
+committed results); the dialogues they read are ``train_dev``'s."""
 
 from __future__ import annotations
 
