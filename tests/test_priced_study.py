@@ -140,6 +140,9 @@ def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path,
     assert study.trials[interrupted.number].state == State.FAIL
     [again] = [t for t in study.trials if t.state != State.FAIL and studies._params(t) == planned]  # queued again
     assert again.user_attrs["design"] == study.trials[interrupted.number].user_attrs["design"]
+    with pytest.raises(ValueError, match="priced its trials by time, not dollars"):
+        studies.run_study(lambda params: [], data, DOLLARS, space=(), starts={"seed": {}}, trials=1,
+                          storage=storage, study_name="s")
     with pytest.raises(ValueError, match="other dialogues or turns"):
         other = studies.ObjectiveData.of("other", {"wow": data.dialogues[:4]})
         studies.run_study(lambda params: [], other, SERVER_TIME, space=(), starts={"seed": {}}, trials=1,
@@ -175,6 +178,10 @@ def test_compile_budget_picks_the_most_accurate_front_trial_and_refuses_one_losi
 
     rich = compile_within(seed.cost * 2)  # the seed is dominated: the cheaper, as accurate trial is picked
     assert f"trial {two.number}" in rich.output and rich.exit_code == 0
+
+    keep = runner.invoke(app, ["compile", "--study", str(path), "--budget", str((none.cost + two.cost) / 2),
+                               "--always-save", "--out-dir", str(tmp_path / "out")])
+    assert keep.exit_code == 2 and "kept only as a named program" in keep.output  # never the model's default
 
     nothing = compile_within(none.cost / 2)
     assert nothing.exit_code == 2 and "no front trial" in nothing.output

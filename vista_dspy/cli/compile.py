@@ -270,6 +270,9 @@ def _compile_within_budget(path: Path, budget: float, *, model: str | None, api_
     for line in verdict.describe():
         err.print(line, highlight=False)
     program_name = name or result.model_name or program_name_for(model)
+    if not verdict.passed and always_save and program_name == (result.model_name or program_name_for(model)):
+        raise fail(f"trial {picked.number} loses to the seed: it is kept only as a named program, never as "
+                   f"{program_name}'s default (pass --name)")
     if not (verdict.passed or always_save):
         err.print(f"refused: trial {picked.number} is not saved as {program_name} (--always-save keeps it as a named "
                   "program, its failed gate in its meta)", highlight=False)

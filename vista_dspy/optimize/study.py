@@ -366,6 +366,10 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
         if recorded != described["sha256"]:
             raise ValueError(f"study {study_name!r} in {storage} was run on other dialogues or turns than "
                              f"{data.name}: resume it on the same data, or start a new study (--study-name)")
+        if study.user_attrs.get("price", {}).get("name") != price.name:
+            raise ValueError(f"study {study_name!r} in {storage} priced its trials by "
+                             f"{study.user_attrs.get('price', {}).get('name')}, not {price.name}: resume it with "
+                             "the same --price, or start a new study (--study-name)")
     # Seeded by the trials so far: a resumed session samples what a session that never stopped would have.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
     if not study.trials:
