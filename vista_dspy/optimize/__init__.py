@@ -7,7 +7,9 @@
   chosen cross-fitted); ``rule_gate`` (the claim threshold with a turn model, or issue 35's two thresholds, chosen two-fold and
   gated on a recorded probe, no LM); ``turn_fitting`` (a rule's turn model, chosen by held-out log-likelihood);
   ``probe_compile`` (``vista compile --probe``: the program a live probe recorded, with that rule); ``choosing`` (``claims``); ``teleprompters`` (``labeled``, ``bootstrap``,
-  ``random-search``, ``mipro``); ``study`` (optuna studies).
+  ``random-search``, ``mipro``); ``study`` (the priced optuna study: accuracy against cost per judged turn),
+  ``study_result`` (its committed result: the Pareto front, a pick within a budget), ``seed_gate`` (the gate anchored
+  to the seed: non-inferior within 1 point of balanced accuracy), ``pricing`` (server time or litellm's prices).
 - Their shared parts: ``judged_turns`` (judged turns and claims as a rule sees them, labelled through the human
   claims); ``probe_records`` (a real-model probe's turns saved and read back); ``probing`` (judging human claims
   with label probabilities, claim-level scores); ``claim_probes`` (those claims' records and label space);
@@ -26,4 +28,5 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     "demos": ("DEFAULT_DEMOS", "parse_demos"),
     "gate": ("Gate", "PairedTest", "ProgramMeta"),
     "study": ("run_study",),
+    "study_result": ("StudyResult",),
 })

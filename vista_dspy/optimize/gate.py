@@ -100,7 +100,7 @@ class Gate(BaseModel):
 
 
 class ProgramMeta(BaseModel):
-    """``<name>.meta.json``: how a program was compiled (``vista compile`` or ``vista study --apply``), on which
+    """``<name>.meta.json``: how a program was compiled (``vista compile``, or ``--budget`` from a study), on which
     data (content hashes), how it and its base scored on data no choice saw, the gate, and the cost."""
 
     model_config = ConfigDict(extra="forbid")

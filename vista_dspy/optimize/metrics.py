@@ -1,4 +1,5 @@
-"""Statistics for comparing judges: McNemar's exact test, Krippendorff's alpha, and claim-set matching.
+"""Statistics for comparing judges: balanced accuracy and its bootstrap over dialogues, McNemar's exact test,
+Krippendorff's alpha, and claim-set matching.
 
 Turn- and claim-level agreement with gold lives in ``scoring`` (accuracy, P/R/F1, macro-F1); this module adds what
 the paper's comparisons need, on top of statsmodels, krippendorff and scipy rather than hand-rolled formulas. It sits
@@ -70,6 +71,96 @@ def paired_f1_difference(gold: Sequence[Any], system_a: Sequence[Any], system_b:
     if np.isnan(low) or np.isnan(high):  # BCa is undefined there: the percentile interval
         low, high = np.percentile(result.bootstrap_distribution, [50 * (1 - confidence), 50 * (1 + confidence)])
     return {"difference": float(difference(g, a, b)), "low": float(low), "high": float(high)}
+
+
+def balanced_accuracy(gold: Sequence[Any], pred: Sequence[Any]) -> float:
+    """The mean over the gold classes of the share of each class's items predicted as that class (its recall): the
+    headline on skewed data, where always answering the majority class scores 0.5. A prediction outside the gold
+    classes (``unknown``, an error) is wrong. scikit-learn's macro recall over the gold labels."""
+    from sklearn.metrics import recall_score
+
+    if not gold or len(gold) != len(pred):
+        raise ValueError("balanced accuracy needs one prediction per gold item, and at least one item")
+    classes = sorted(set(gold), key=str)
+    return float(recall_score([str(g) for g in gold], [str(p) for p in pred], labels=[str(c) for c in classes],
+                              average="macro", zero_division=0))
+
+
+def recall_mean(counts: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``balanced_accuracy`` from sums: ``counts[..., c]`` items of gold class c, ``right[..., c]`` of them predicted
+    right; a class with no item is left out (NaN where no class has one). Vectorised over leading axes."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recalls = np.where(counts > 0, right / np.where(counts > 0, counts, 1), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample holding no class at all: NaN
+        return np.nanmean(recalls, axis=-1)
+
+
+def grouped_interval(statistic, columns: Sequence[Sequence[float]], *, confidence: float = 0.95,
+                     alternative: str = "two-sided", resamples: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval of ``statistic(*sums)``, where ``columns`` hold one row per group (a dialogue:
+    its turns share a document and a store, so they are not independent draws) and ``sums`` are the columns summed
+    over a resample of groups (``scipy.stats.bootstrap``, paired, vectorised). ``alternative`` "greater": the
+    one-sided lower bound (the upper is inf); "less": the one-sided upper bound."""
+    from scipy.stats import bootstrap
+
+    data = tuple(np.asarray(c, dtype=float) for c in columns)
+    if not len(data[0]):
+        raise ValueError("no group to resample")
+
+    def resampled(*cols, axis=-1):
+        return statistic(*(c.sum(axis=axis) for c in cols))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate distribution (e.g. identical programs) has its bounds anyway
+        result = bootstrap(data, resampled, paired=True, vectorized=True, n_resamples=resamples,
+                           confidence_level=confidence, method="percentile", alternative=alternative,
+                           rng=np.random.default_rng(seed))
+    low, high = result.confidence_interval
+    return float(low), float(high)
+
+
+def _class_columns(gold: Sequence[Any], predictions: Sequence[Sequence[Any]], groups: Sequence[Any]
+                   ) -> tuple[list[Any], list[np.ndarray]]:
+    """Per group (rows, in first-seen order) and gold class: the items, then for each prediction the items right."""
+    if not gold or any(len(p) != len(gold) for p in predictions) or len(groups) != len(gold):
+        raise ValueError("one prediction and one group per gold item, and at least one item")
+    classes = sorted(set(gold), key=str)
+    rows = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    columns = [np.zeros(len(rows)) for _ in range(len(classes) * (1 + len(predictions)))]
+    for item, (g, group) in enumerate(zip(gold, groups)):
+        c, row = classes.index(g), rows[group]
+        columns[c][row] += 1
+        for k, predicted in enumerate(predictions, start=1):
+            columns[k * len(classes) + c][row] += predicted[item] == g
+    return classes, columns
+
+
+def balanced_accuracy_interval(gold: Sequence[Any], pred: Sequence[Any], groups: Sequence[Any], *,
+                               confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """A bootstrap interval of ``balanced_accuracy(gold, pred)`` resampling ``groups`` (``grouped_interval``)."""
+    classes, columns = _class_columns(gold, [pred], groups)
+    k = len(classes)
+    return grouped_interval(lambda *sums: recall_mean(np.stack(sums[:k], -1), np.stack(sums[k:], -1)), columns,
+                            confidence=confidence, seed=seed)
+
+
+def balanced_accuracy_difference(gold: Sequence[Any], candidate: Sequence[Any], base: Sequence[Any],
+                                 groups: Sequence[Any], *, confidence: float = 0.95, alternative: str = "greater",
+                                 seed: int = 0) -> dict[str, float]:
+    """Balanced accuracy of ``candidate`` minus that of ``base`` on the same items, with a paired bootstrap bound
+    resampling ``groups``: {"difference", "low", "high"}; ``alternative`` "greater" (default): the one-sided lower
+    bound at ``confidence`` (high is inf), "less": the one-sided upper bound, "two-sided": both."""
+    classes, columns = _class_columns(gold, [candidate, base], groups)
+    k = len(classes)
+
+    def difference(*sums):
+        counts = np.stack(sums[:k], -1)
+        return recall_mean(counts, np.stack(sums[k:2 * k], -1)) - recall_mean(counts, np.stack(sums[2 * k:], -1))
+
+    low, high = grouped_interval(difference, columns, confidence=confidence, alternative=alternative, seed=seed)
+    return {"difference": balanced_accuracy(gold, candidate) - balanced_accuracy(gold, base), "low": low,
+            "high": high}
 
 
 def krippendorff_alpha(ratings: Sequence[Sequence[Any]]) -> float:

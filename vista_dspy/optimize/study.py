@@ -1,152 +1,409 @@
-"""Per-model prompt tuning as an optuna study, resumable from storage.
+"""Per-model prompt tuning as a priced optuna study: every trial is a candidate program, measured on two objectives
+at once -- its balanced turn accuracy on labelled dialogues (maximised) and what a judged turn costs (minimised: the
+server's own time for a local model, litellm's prices for a hosted one, ``pricing``) -- so that the study's result is
+a Pareto front, not one winner (``study_result``: the front, a pick within a budget, the seed-anchored gate).
 
-Each trial chooses, per predictor, where its demos come from (the base program's hand-written ones or the pool
-built from human annotations) and how many, the pool's selection seed, the adapter, the judging mode (one claim
-per call or a turn's claims in one call), VISTA+ctx and Predict vs ChainOfThought per stage; it is scored end to
-end (or on given claims) on the dev dialogues. Trial 0 is always the base program itself, so every study holds the
-baseline its winner must beat, on the same turns: ``gate`` applies an exact McNemar test between the two. The
-next trials change one choice of the base at a time (``ONE_FACTOR``); then the changes that beat the base alone are
-tried together, and TPE samples after that.
+- **The choices** a trial makes (``search_space``): per stage, how many demos and (with a demo pool built from human
+  annotations) whose demos and which; the units judged (Decompose's claims or the turn's sentences); label-only
+  answers (Categorize's category without its explanation); the judging mode; which program it starts from (the seed,
+  or the model's compiled program) and, for a program with a decision rule, the cascade's band. Each ``Choice`` says
+  what it changes in the program, in words the study page prints.
+- **The objective data** come through one interface, ``Judge``: given a trial's choices, the candidate's verdicts
+  on the objective's labelled dialogues (``ObjectiveData``, e.g. the suite's compile part), each verdict with the
+  usage of the calls that reached the model. ``program_judge`` is the one that runs a program (the LM cache off:
+  a cached answer costs nothing); tests give any function with that signature.
+- **The design**: a new study first measures the starting programs (the seed; the model's shipped program), then the
+  seed with one choice changed at a time (``DESIGNS``: what each lever costs and buys on its own), then lets optuna's
+  multi-objective TPE sample. Storage makes it resumable: a trial an interruption left running is queued again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-import dspy
+from pydantic import BaseModel
 
 from ..compiled.files import SEED_PROGRAM
-from ..options import REASONING_STAGES
 from ..program import Vista
-from ..schema import Dialogue
-from .demos import DEFAULT_DEMOS, Meter, Pool, install, labeled_pool
-from .dev_score import score
-from .gate import Gate, PairedTest
+from ..schema import Category, Dialogue, DialogueVerdict, UsageCounts
+from .demos import DEFAULT_DEMOS, Pool, install
+from .pricing import Price
 
-# Upper bounds of the demo counts a study tries per predictor.
-STUDY_MAX_DEMOS: dict[str, int] = {"decompose": 8, "verify": 8, "categorize": 12}
-JUDGING_MODES: tuple[str, ...] = ("per-claim", "batched")
-# After the base trial, a fresh study tries the base with one choice changed at a time (what each lever does on its
-# own, readable from a handful of trials), then lets TPE sample the whole space.
-ONE_FACTOR: tuple[tuple[dict[str, Any], str], ...] = (
-    ({"source_decompose": "pool"}, "Decompose demos: human claim lists"),
-    ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos: the pool's"),
-    ({"claim_calls": "batched"}, "a turn's claims in one call"),
-    ({"reasoning_verify": True, "reasoning_categorize": True}, "chain of thought in Verify and Categorize"),
-    ({"use_context": True}, "VISTA+ctx"),
-)
-# Parameter names of studies recorded before the study spoke the judging options' vocabulary.
-LEGACY_PARAMS = {"context": "use_context", **{f"cot_{stage}": f"reasoning_{stage}" for stage in REASONING_STAGES}}
+STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
+NO_CASCADE = "none"
+SELECTION_SEEDS = 10
+# The study's objectives, in optuna's order.
+OBJECTIVES: tuple[tuple[str, str], ...] = (("balanced_accuracy", "maximize"), ("cost", "minimize"))
+UNSAFE = frozenset({Category.CONTRADICTED, Category.LACKING_EVIDENCE})
+LABEL_LETTERS = {"hallucinated": "h", "faithful": "f"}  # anything else (unknown) is "u": wrong for every gold
 
 
-def base_params(base: Vista, adapter: str = "json") -> dict[str, Any]:
-    """The trial parameters that describe ``base`` itself: its own demos, options and judging mode."""
-    options = base.options
+# ---- the choices -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Choice:
+    """One parameter of a trial: its values (an integer range from ``values[0]`` to ``values[-1]`` when
+    ``integer``), and what it changes in the program."""
+
+    name: str
+    values: tuple[Any, ...]
+    what: str
+    integer: bool = False
+
+    def suggest(self, trial) -> Any:
+        if self.integer:
+            return trial.suggest_int(self.name, self.values[0], self.values[-1])
+        return trial.suggest_categorical(self.name, list(self.values))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "values": list(self.values), "what": self.what, "integer": self.integer}
+
+
+def band_label(band) -> str:
+    return NO_CASCADE if band is None else f"{band.low:.2f}-{band.high:.2f}"
+
+
+def band_named(label: str):
+    """The cascade band a choice names (None: no cascade, every unit asked)."""
+    from ..decision import Band
+
+    if label == NO_CASCADE:
+        return None
+    low, high = (float(x) for x in label.split("-"))
+    return Band(low=low, high=high)
+
+
+def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[Choice, ...]:
+    """The choices a trial makes, given the programs it may start from (``bases``, the seed first) and the demo
+    pool (None or empty: every demo is a base program's)."""
+    from .rule_fitting import BANDS
+
+    space: list[Choice] = []
+    if len(bases) > 1:
+        space.append(Choice("program", tuple(bases), "the program the trial starts from: its demos, options and "
+                                                     "decision rule (the seed: the paper's method, no rule)"))
+    pooled = [stage for stage in STAGES if pool is not None and pool.sizes().get(stage)]
+    for stage in STAGES:
+        space.append(Choice(f"demos_{stage}", (0, DEFAULT_DEMOS[stage]), f"how many demos {stage.capitalize()} "
+                            "reads (each is prompt the model reads on every call)", integer=True))
+        if stage in pooled:
+            space.append(Choice(f"source_{stage}", ("base", "pool"), f"whose demos {stage.capitalize()} reads: the "
+                                "starting program's own, or ones built from human annotations"))
+    if pooled:
+        space.append(Choice("selection_seed", (0, SELECTION_SEEDS - 1), "which pool demos (a seeded draw, "
+                                                                         "stratified by label)", integer=True))
+    space += [
+        Choice("units", ("claims", "sentences"), "what is judged: Decompose's atomic claims (VISTA's method), or the "
+                                                 "turn's sentences (no Decompose call)"),
+        Choice("explain_unverified", (True, False), "Categorize writes an explanation before its category (True, "
+                                                    "the paper's) or answers with its category alone"),
+        Choice("claim_calls", ("per-claim", "batched"), "one Verify / Categorize call per claim, or a turn's claims "
+                                                        "in one call each"),
+    ]
+    ruled = [base.rule for base in bases.values() if base.rule is not None]
+    if ruled:
+        own = [band_label(rule.cascade) for rule in ruled]
+        labels = tuple(dict.fromkeys([NO_CASCADE, *own, *(band_label(b) for b in BANDS)]))
+        space.append(Choice("cascade", labels, "a program with a decision rule: the band of its evidence-only "
+                                               "P(unsafe) outside which a unit is decided with no LM call"))
+    return tuple(space)
+
+
+def suggest(trial, space: Sequence[Choice], bases: Mapping[str, Vista]) -> dict[str, Any]:
+    """A trial's choices (define-by-run: the cascade's band only for a program that has a rule)."""
     params: dict[str, Any] = {}
-    for name in DEFAULT_DEMOS:
-        params[f"source_{name}"] = "base"
-        params[f"demos_{name}"] = min(len(getattr(base, name).demos), STUDY_MAX_DEMOS[name])
-    params.update(selection_seed=0, adapter=adapter, use_context=options.use_context,
-                  claim_calls=options.claim_calls if options.claim_calls in JUDGING_MODES else JUDGING_MODES[0])
-    params.update({f"reasoning_{stage}": stage in options.reasoning for stage in REASONING_STAGES})
+    for choice in space:
+        if choice.name == "cascade" and bases[params.get("program", next(iter(bases)))].rule is None:
+            continue
+        params[choice.name] = choice.suggest(trial)
     return params
 
 
-def options_of(params: dict[str, Any]) -> dict[str, Any]:
-    """The judging options a trial's parameters set (``JudgeOptions`` names)."""
-    params = {LEGACY_PARAMS.get(k, k): v for k, v in params.items()}
-    changes = {"reasoning": tuple(stage for stage in REASONING_STAGES if params.get(f"reasoning_{stage}"))}
-    changes.update({k: params[k] for k in ("use_context", "claim_calls") if k in params})
-    return changes
+def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, Any]:
+    """The choices that describe ``base`` as it is: all its own demos, its options, its cascade."""
+    names = {choice.name: choice for choice in space}
+    params: dict[str, Any] = {"program": name}
+    for stage in STAGES:
+        params[f"demos_{stage}"] = min(len(getattr(base, stage).demos), names[f"demos_{stage}"].values[-1])
+        params[f"source_{stage}"] = "base"
+    params["selection_seed"] = 0
+    params.update(units=base.options.units, explain_unverified=base.options.explain_unverified,
+                  claim_calls=base.options.claim_calls)
+    if base.rule is not None:
+        params["cascade"] = band_label(base.rule.cascade)
+    kept = {k: v for k, v in params.items() if k in names}
+    for key, value in kept.items():
+        choice = names[key]
+        if not choice.integer and value not in choice.values:
+            raise ValueError(f"program {name}: its {key} ({value!r}) is not among the study's choices")
+    return kept
 
 
-def program_from_params(base: Vista, pool: Pool, params: dict[str, Any]) -> tuple[Vista, str]:
-    """The program and adapter name a study trial's parameters describe. A predictor whose source is ``base``
-    keeps the first k of the base program's demos; one whose source is ``pool`` gets k pool demos (a thin pool
-    is topped up with the base's). Studies recorded before sources existed drew every predictor from the pool."""
-    budgets = {name: params[f"demos_{name}"] for name in DEFAULT_DEMOS}
-    from_pool = {name: k for name, k in budgets.items() if params.get(f"source_{name}", "pool") == "pool"}
-    demos = pool.pick(from_pool, params["selection_seed"])
-    demos.update({name: getattr(base, name).demos[:k] for name, k in budgets.items() if name not in from_pool})
+def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str, Any]) -> Vista:
+    """The program a trial's choices describe. A stage whose demos come from its base keeps the first k of the
+    base's; one whose demos come from the pool gets k pool demos (a thin pool topped up with the base's)."""
+    from .rule_fitting import with_cascade
+
+    base = bases[params.get("program", SEED_PROGRAM)]
+    budgets = {stage: int(params.get(f"demos_{stage}", len(getattr(base, stage).demos))) for stage in STAGES}
+    from_pool = {stage: k for stage, k in budgets.items() if params.get(f"source_{stage}", "base") == "pool"}
+    if from_pool and pool is None:
+        raise ValueError("the trial reads pool demos, but no demo pool was built (--train)")
+    demos = pool.pick(from_pool, int(params.get("selection_seed", 0))) if from_pool else {}
+    demos.update({stage: getattr(base, stage).demos[:k] for stage, k in budgets.items() if stage not in from_pool})
     program = install(base, demos, budgets, top_up=base)
-    return program.with_options(**options_of(params)), params["adapter"]
+    options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls") if k in params}
+    program = program.with_options(**options) if options else program
+    if program.rule is not None and "cascade" in params:
+        program.rule = with_cascade(program.rule, band_named(params["cascade"]))
+    program.program_name = base.program_name
+    return program
 
 
-def run_study(
-    train: Sequence[Dialogue],
-    dev: Sequence[Dialogue],
-    *,
-    trials: int,
-    storage: str | None = None,
-    study_name: str = "vista",
-    adapters: Sequence[str] = ("json", "chat"),
-    seed: int = 0,
-    given_claims: bool = False,
-    threads: int = 1,
-    base: Vista | None = None,
-    one_factor: bool = True,
-    log: Callable[[str], None] = lambda message: None,
-):
-    """An optuna study (TPE, maximize dev ``agreement``) over the choices of the module docstring, starting with
-    the base program and (``one_factor``) the ``ONE_FACTOR`` variants of it. ``trials`` is the total wanted, the
-    base program's trial included: a study resumed from ``storage`` runs only the missing
-    ones. Returns (study, pool, base) — the pool is built once per session from human annotations (with the LM
-    cache on, a resumed session rebuilds it from the cache)."""
+# The seed with one choice changed at a time (those of the study's space), after the starting programs.
+DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"units": "sentences"}, "the turn's sentences as units (no Decompose call)"),
+    ({"explain_unverified": False}, "label-only answers from Categorize"),
+    ({"claim_calls": "batched"}, "a turn's claims in one Verify and one Categorize call"),
+    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
+    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
+    ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos from the pool"),
+    ({"source_decompose": "pool"}, "Decompose demos from human claim lists"),
+)
+
+
+# ---- the objective data --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectiveData:
+    """The labelled dialogues every trial is judged on, each with its dataset (the suite's compile part: ``of``)."""
+
+    name: str
+    dialogues: tuple[Dialogue, ...]
+    datasets: tuple[str, ...]
+
+    @classmethod
+    def of(cls, name: str, parts: Mapping[str, Sequence[Dialogue]]) -> ObjectiveData:
+        """From {dataset: dialogues}, the shape of ``data.suite.load_suite(part)``."""
+        pairs = [(dataset, d) for dataset, dialogues in parts.items() for d in dialogues]
+        ids = [d.id for _, d in pairs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name}: a dialogue id occurs twice; the study pairs programs by dialogue")
+        return cls(name, tuple(d for _, d in pairs), tuple(dataset for dataset, _ in pairs))
+
+    @cached_property
+    def turns(self) -> list[tuple[str, str, int, str]]:
+        """(dataset, dialogue id, turn index, gold label) of every judged turn with a gold turn label, in order."""
+        return [(dataset, d.id, i, d.turns[i].gold.label)
+                for dataset, d in zip(self.datasets, self.dialogues) for i in d.judged_turns
+                if d.turns[i].gold is not None and d.turns[i].gold.label in LABEL_LETTERS]
+
+    def describe(self) -> dict[str, Any]:
+        """What a study result records of its data: ids and gold labels (no dataset text), and their hash."""
+        record = {"name": self.name, "dialogues": [d.id for d in self.dialogues], "datasets": list(self.datasets),
+                  "turns": [list(t) for t in self.turns]}
+        return {**record, "sha256": hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()}
+
+
+# Given a trial's choices, the candidate's verdicts on the objective dialogues, each with its calls' usage.
+Judge = Callable[[Mapping[str, Any]], Sequence[DialogueVerdict]]
+
+
+def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: ObjectiveData, *, threads: int = 1,
+                  log: Callable[[str], None] = lambda message: None) -> Judge:
+    """The ``Judge`` that builds each trial's program (``candidate``) and runs it as ``vista evaluate`` does, with the
+    LM and adapter of the current dspy context, its cache off (a trial is priced by the calls it makes)."""
+    import dspy
+
+    from ..run.runner import Threads, evaluate
+
+    def judge(params: Mapping[str, Any]) -> list[DialogueVerdict]:
+        program = candidate(bases, pool, params)
+        lm = dspy.settings.lm
+        fresh = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
+        done: list[str] = []
+
+        def progress(verdict: DialogueVerdict) -> None:
+            done.append(verdict.dialogue_id)
+            log(f"    {len(done)}/{len(data.dialogues)} dialogues judged ({verdict.dialogue_id})")
+
+        result = evaluate(list(data.dialogues), program, Threads(fresh, dspy.settings.adapter, threads),
+                          on_done=progress)
+        if result.interrupted:  # never score a program on the dialogues an interrupt happened to leave judged
+            raise KeyboardInterrupt
+        return result.verdicts
+
+    return judge
+
+
+# ---- what a trial measured ---------------------------------------------------------------------------------------
+class Outcome(BaseModel):
+    """A candidate on the objective data, and the item-wise record that pairs it with any other trial (no dataset
+    text: letters per turn, hashed claim keys). ``labels``: one letter per ``ObjectiveData.turns`` entry (h, f, or u
+    for unknown); ``claims``: per decomposed claim carrying an annotators' judgement, its gold and its decision
+    (u unsafe, s safe, e error); costs per dialogue in the price's raw unit, beside each dialogue's judged turns.
+    Intervals: 95 % percentile bootstrap over dialogues."""
+
+    balanced_accuracy: float
+    balanced_accuracy_interval: tuple[float, float]
+    cost: float
+    cost_interval: tuple[float, float]
+    turn_accuracy: float
+    by_dataset: dict[str, float]
+    claim_decisions: float | None = None
+    claim_decisions_interval: tuple[float, float] | None = None
+    calls_per_turn: float
+    prompt_tokens_per_turn: float
+    completion_tokens_per_turn: float
+    labels: str
+    claims: dict[str, str]
+    cost_by_dialogue: list[float]
+    turns_by_dialogue: list[int]
+
+
+def claim_key(dialogue_id: str, turn_index: int, claim: str) -> str:
+    """A claim by dialogue, turn and a hash of its normalised text: two programs' decisions on the same claim pair up,
+    and a study result holds no claim's words."""
+    from .metrics import claim_tokens
+
+    text = " ".join(sorted(claim_tokens(claim).elements()))
+    return f"{dialogue_id}#{turn_index}#{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Price, *, seed: int = 0) -> Outcome:
+    """Both objectives of one candidate, with intervals, and its item-wise record."""
+    from .judged_turns import UNSAFE_GOLD, label_claims
+    from .metrics import balanced_accuracy
+
+    by_id = {v.dialogue_id: v for v in verdicts}
+    missing = [d.id for d in data.dialogues if d.id not in by_id]
+    if missing:
+        raise ValueError(f"the judge returned no verdict for {len(missing)} dialogues (e.g. {missing[0]})")
+    labels = {(v.dialogue_id, t.turn_index): LABEL_LETTERS.get(t.label, "u") for v in verdicts for t in v.turns}
+    letters = "".join(labels.get((did, index), "u") for _, did, index, _ in data.turns)
+    gold = [LABEL_LETTERS[g] for *_, g in data.turns]
+    claims: dict[str, str] = {}
+    for dialogue in data.dialogues:
+        for turn in by_id[dialogue.id].turns:
+            human = label_claims(dialogue, turn.turn_index, [c.claim for c in turn.claims], turn.claims_source)
+            for claim, judgement in zip(turn.claims, human):
+                if judgement is None or claim.added_by == "coverage":
+                    continue
+                decision = "e" if claim.category == Category.ERROR else "u" if claim.category in UNSAFE else "s"
+                claims[claim_key(dialogue.id, turn.turn_index, claim.claim)] = \
+                    ("u" if judgement in UNSAFE_GOLD else "s") + decision
+    ordered = [by_id[d.id] for d in data.dialogues]
+    cost_by_dialogue = [price.of(v.usage) for v in ordered]
+    turns_by_dialogue = [len(v.turns) for v in ordered]
+    judged = sum(turns_by_dialogue)
+    total = sum((v.usage.total for v in ordered), UsageCounts())
+    groups = [did for _, did, _, _ in data.turns]
+    claim_groups = [key.split("#", 1)[0] for key in claims]
+    claim_gold, claim_pred = [v[0] for v in claims.values()], [v[1] for v in claims.values()]
+    by_dataset: dict[str, tuple[list[str], list[str]]] = {}
+    for (dataset, *_), g, p in zip(data.turns, gold, letters):
+        by_dataset.setdefault(dataset, ([], []))[0].append(g)
+        by_dataset[dataset][1].append(p)
+    return Outcome(
+        balanced_accuracy=round(balanced_accuracy(gold, letters), 6),
+        balanced_accuracy_interval=_rounded(accuracy_interval(groups, gold, letters, seed=seed)),
+        cost=round(price.per_turn(sum(cost_by_dialogue), judged), 6),
+        cost_interval=_rounded(cost_interval(cost_by_dialogue, turns_by_dialogue, price, seed=seed)),
+        turn_accuracy=round(sum(g == p for g, p in zip(gold, letters)) / len(gold), 6),
+        by_dataset={k: round(balanced_accuracy(g, p), 6) for k, (g, p) in by_dataset.items()},
+        claim_decisions=round(balanced_accuracy(claim_gold, claim_pred), 6) if claims else None,
+        claim_decisions_interval=_rounded(accuracy_interval(claim_groups, claim_gold, claim_pred, seed=seed))
+        if claims else None,
+        calls_per_turn=round(total.calls / judged, 4) if judged else 0.0,
+        prompt_tokens_per_turn=round(total.prompt_tokens / judged, 2) if judged else 0.0,
+        completion_tokens_per_turn=round(total.completion_tokens / judged, 2) if judged else 0.0,
+        labels=letters, claims=claims, cost_by_dialogue=[round(c, 9) for c in cost_by_dialogue],
+        turns_by_dialogue=turns_by_dialogue)
+
+
+def _rounded(pair: tuple[float, float]) -> tuple[float, float]:
+    return round(pair[0], 6), round(pair[1], 6)
+
+
+def accuracy_interval(groups: Sequence[str], gold: Sequence[str], pred: Sequence[str], *, seed: int = 0
+                      ) -> tuple[float, float]:
+    """The 95 % interval of ``balanced_accuracy(gold, pred)``, resampling ``groups`` (dialogues)."""
+    from .metrics import balanced_accuracy_interval
+
+    return balanced_accuracy_interval(gold, pred, groups, seed=seed)
+
+
+def cost_interval(cost_by_dialogue: Sequence[float], turns_by_dialogue: Sequence[int], price: Price, *,
+                  seed: int = 0) -> tuple[float, float]:
+    """The 95 % interval of the cost per judged turn, resampling dialogues."""
+    from .metrics import grouped_interval
+
+    return grouped_interval(lambda cost, turns: price.scale * cost / turns, [cost_by_dialogue, turns_by_dialogue],
+                            seed=seed)
+
+
+# ---- the study -------------------------------------------------------------------------------------------------------
+def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequence[Choice],
+              starts: Mapping[str, dict[str, Any]], trials: int, storage: str | None = None,
+              study_name: str = "vista", seed: int = 0, designs: Sequence[tuple[dict[str, Any], str]] = DESIGNS,
+              record: Mapping[str, Any] | None = None, bases: Mapping[str, Vista] | None = None,
+              log: Callable[[str], None] = lambda message: None):
+    """A multi-objective optuna study (balanced accuracy up, cost per judged turn down) of ``trials`` trials in all:
+    a study resumed from ``storage`` runs only the missing ones. A new study first measures ``starts`` ({mark:
+    params}: the seed first, then e.g. the shipped program), then the seed with each of ``designs`` (those whose
+    choices are in ``space``), then optuna's TPE samples. ``record``: what the study result says about where it ran
+    (model, pool, programs), kept in the storage. Returns the optuna study."""
     import optuna
 
-    from ..lm.clients.adapters import build_adapter
-
-    base = base or Vista.from_program(SEED_PROGRAM)
-    meter = Meter()
-    pool = labeled_pool(base, train, meter=meter, want={name: 2 * k for name, k in STUDY_MAX_DEMOS.items()},
-                        on_dialogue=lambda v: log(f"  demo pool: judged the human claims of {v.dialogue_id}"))
-    log(f"demo pool: {pool.sizes()}")
-    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize", load_if_exists=True)
-    # Seeded by the trials so far: a resumed session seeded alike would sample what the session before it sampled
-    # after the same trials (a repeated trial; it happened in benchmarks/studies/local-1.5b.db, trials 11 and 12).
+    study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
+                                directions=[direction for _, direction in OBJECTIVES])
+    described = data.describe()
+    if study.trials:
+        recorded = study.user_attrs.get("data", {}).get("sha256")
+        if recorded != described["sha256"]:
+            raise ValueError(f"study {study_name!r} in {storage} was run on other dialogues or turns than "
+                             f"{data.name}: resume it on the same data, or start a new study (--study-name)")
+        if study.user_attrs.get("price", {}).get("name") != price.name:
+            raise ValueError(f"study {study_name!r} in {storage} priced its trials by "
+                             f"{study.user_attrs.get('price', {}).get('name')}, not {price.name}: resume it with "
+                             "the same --price, or start a new study (--study-name)")
+    # Seeded by the trials so far: a resumed session samples what a session that never stopped would have.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
     if not study.trials:
-        start = base_params(base, adapters[0])
-        study.enqueue_trial(start, user_attrs={"base": base.program_name})
-        for change, what in ONE_FACTOR if one_factor else ():
-            if any(start[key] != value for key, value in change.items()):
-                study.enqueue_trial({**start, **change}, user_attrs={"design": f"base, but {what}"})
-        study.set_user_attr("dev_turns", [f"{d.id}#{i}" for d in dev for i in d.judged_turns])
+        for key, value in {"data": described, "price": price.as_dict(), "space": [c.as_dict() for c in space],
+                           "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
+            study.set_user_attr(key, value)
+        names = {choice.name for choice in space}
+        seed_start = next(iter(starts.values()))
+        planned = []
+        for params in starts.values():
+            if params not in planned:
+                planned.append(params)
+                study.enqueue_trial(params, user_attrs={"marks": [m for m, p in starts.items() if p == params]})
+        for change, what in designs:
+            params = {**seed_start, **change}
+            if set(change) <= names and params not in planned:
+                planned.append(params)
+                study.enqueue_trial(params, user_attrs={"design": f"seed, but {what}"})
+    bases = bases or {}
 
-    def objective(trial: optuna.Trial) -> float:
-        params: dict[str, Any] = {}
-        for name, high in STUDY_MAX_DEMOS.items():
-            params[f"source_{name}"] = trial.suggest_categorical(f"source_{name}", ["base", "pool"])
-            params[f"demos_{name}"] = trial.suggest_int(f"demos_{name}", 0, high)
-        params["selection_seed"] = trial.suggest_int("selection_seed", 0, 9)
-        params["adapter"] = trial.suggest_categorical("adapter", list(adapters))
-        params["use_context"] = trial.suggest_categorical("use_context", [False, True])
-        params["claim_calls"] = trial.suggest_categorical("claim_calls", list(JUDGING_MODES))
-        for stage in REASONING_STAGES:  # Predict or ChainOfThought, per stage
-            params[f"reasoning_{stage}"] = trial.suggest_categorical(f"reasoning_{stage}", [False, True])
-        program, adapter = program_from_params(base, pool, params)
-        trial_meter = Meter()
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        params = suggest(trial, space, bases) if bases else {c.name: c.suggest(trial) for c in space}
         log(f"trial {trial.number}: {params}")
-        with dspy.context(adapter=build_adapter(adapter)):
-            value = score(program, dev, given_claims=given_claims, threads=threads, meter=trial_meter, log=log)
-        trial.set_user_attr("lm_calls", trial_meter.usage.total.calls)
-        trial.set_user_attr("turn_accuracy", value.turn_accuracy)
-        trial.set_user_attr("claim_accuracy", value.claim_accuracy)
-        trial.set_user_attr("turns_right", value.turns_right)
-        trial.set_user_attr("decomposition_f1", value.decomposition_f1)
-        trial.set_user_attr("matched_category_accuracy", value.matched_category_accuracy)
-        log(f"trial {trial.number}: agreement {value.agreement:.3f}, turn accuracy {value.turn_accuracy}, "
-            f"decomposition F1 {value.decomposition_f1}")
-        return value.agreement
+        outcome = measure(data, judge(params), price, seed=seed)
+        trial.set_user_attr("outcome", outcome.model_dump(mode="json"))
+        log(f"trial {trial.number}: balanced accuracy {outcome.balanced_accuracy:.3f} "
+            f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}")
+        return outcome.balanced_accuracy, outcome.cost
 
     _requeue_unfinished(study)
-    _combine_one_factor_winners(study, None)  # a study stopped right after its last one-factor trial
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     if trials > done:
-        study.optimize(objective, n_trials=trials - done, callbacks=[_combine_one_factor_winners])
-    return study, pool, base
+        study.optimize(objective, n_trials=trials - done)
+    return study
 
 
 def _requeue_unfinished(study) -> None:
@@ -164,7 +421,7 @@ def _requeue_unfinished(study) -> None:
         if params and _key(params) not in planned:
             planned.add(_key(params))
             study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
-                                                    if k in ("base", "design")})
+                                                    if k in ("marks", "design")})
 
 
 def _params(trial) -> dict[str, Any]:
@@ -172,76 +429,20 @@ def _params(trial) -> dict[str, Any]:
     return trial.params or trial.system_attrs.get("fixed_params", {})
 
 
-def _key(params: dict[str, Any]) -> tuple:
+def _key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted(params.items()))
 
 
-def _combine_one_factor_winners(study, _trial) -> None:
-    """Once every one-factor trial is complete, queue the base with every change that beat it on its own (when
-    more than one did: a single winner has been tried already)."""
-    import optuna
-
-    State = optuna.trial.TrialState
-    trials = study.get_trials(deepcopy=False)
-    base = next((t for t in trials if "base" in t.user_attrs and t.state == State.COMPLETE), None)
-    # A failed one-factor trial has been queued again (``_requeue_unfinished``): its rerun is the one that counts.
-    designed = [t for t in trials if t.user_attrs.get("design", "").startswith("base, but") and t.state != State.FAIL]
-    if (base is None or not designed or any(t.state != State.COMPLETE for t in designed)
-            or any(t.user_attrs.get("design", "").startswith("combined") for t in trials)):
-        return
-    winners = [t for t in designed if t.value > base.value + 1e-9]  # the same turns judged alike: a float tie
-    if len(winners) < 2:
-        return
-    params = dict(base.params)
-    for winner in winners:
-        params.update({k: v for k, v in winner.params.items() if v != base.params.get(k)})
-    study.enqueue_trial(params, user_attrs={"design": "combined: the base with every change that beat it alone ("
-                                            + "; ".join(t.user_attrs["design"].removeprefix("base, but ")
-                                                        for t in winners) + ")"})
+def pool_hash(pool: Pool) -> str:
+    """What identifies a demo pool's content (a study records it; a program rebuilt from a trial checks it)."""
+    content = {name: [(stratum, demo.toDict()) for stratum, demo in items] for name, items in sorted(pool.demos.items())}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@dataclass
-class StudyGate:
-    """The study's best trial against its base trial on the same dev turns (``gate.Gate`` on turns)."""
+def default_storage(study_name: str) -> str:
+    """Where a study lives unless --storage says: a sqlite file under the package cache, outside any repository."""
+    from ..lm.clients.cache import cache_root
 
-    best: int
-    base: int | None
-    gate: Gate
-
-    @property
-    def passed(self) -> bool:
-        """The best trial is not the base, is right on more turns, and the difference is significant at alpha."""
-        return self.base is not None and self.best != self.base and self.gate.passed
-
-    def describe(self) -> str:
-        if self.base is None:
-            return "the study has no base trial to compare with"
-        if self.best == self.base:
-            return f"the best trial is the base program's own (trial {self.base})"
-        return "; ".join(self.gate.describe(f"trial {self.best}"))
-
-
-def gate(study, alpha: float = 0.05) -> StudyGate:
-    """Compare the best completed trial with the base trial (the one enqueued with ``base`` in its user attrs)."""
-    best = study.best_trial
-    base = next((t for t in study.trials if "base" in t.user_attrs and t.value is not None), None)
-    if base is None or base.number == best.number:
-        return StudyGate(best.number, base.number if base else None, Gate(alpha=alpha))
-    try:
-        test = PairedTest.of_strings(best.user_attrs.get("turns_right", ""), base.user_attrs.get("turns_right", ""))
-    except ValueError:
-        raise ValueError(f"trials {best.number} and {base.number} were not scored on the same dev turns") from None
-    return StudyGate(best.number, base.number, Gate(alpha=alpha, turns=test, base=f"base trial {base.number}"))
-
-
-def study_tables(study) -> tuple[Any, dict[str, float]]:
-    """(trials as a pandas DataFrame, parameter importances; empty when optuna cannot compute them yet)."""
-    import optuna
-
-    frame = study.trials_dataframe(attrs=("number", "value", "params", "user_attrs", "state"))
-    frame = frame.drop(columns=[c for c in ("user_attrs_turns_right",) if c in frame.columns])
-    try:
-        importances = optuna.importance.get_param_importances(study)
-    except (ValueError, RuntimeError, ZeroDivisionError):
-        importances = {}
-    return frame, dict(importances)
+    folder = cache_root() / "studies"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / (study_name + '.db')}"

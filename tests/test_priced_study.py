@@ -1,0 +1,252 @@
+"""The priced study with fake LMs whose costs and accuracies are known: both objectives per trial, the Pareto front,
+the export and the page from it, and `vista compile --budget` picking a front trial and gating it against the seed.
+
+The fake judge (``PricedEngine``) is the rule engine with two habits of a real server: it reports its own time for
+every call (1 ms per prompt token it reads, demos included, 10 per token it writes), so a prompt with more demos costs
+more; and Verify shown no demo calls every claim VERIFIED (a small model zero-shot), so those trials find no
+hallucination. On the synthetic dialogues below the rule engine is right on every turn otherwise."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import dspy
+import optuna
+import pytest
+from helpers import vista_conversation
+from typer.testing import CliRunner
+
+from vista_dspy.cli import app
+from vista_dspy.data import load_dialogues
+from vista_dspy.lm.clients.timings import TimedLM
+from vista_dspy.lm.fake import RuleEngine
+from vista_dspy.optimize import study as studies
+from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference
+from vista_dspy.optimize.pricing import DOLLARS, SERVER_TIME, PriceError
+from vista_dspy.optimize.study_result import StudyResult, export
+from vista_dspy.program import Vista
+from vista_dspy.schema import Usage, UsageCounts
+
+DESIGNS = [({"demos_verify": 2}, "two Verify demos"), ({"demos_verify": 0}, "no Verify demos")]
+
+
+class PricedEngine(RuleEngine):
+    """The rule engine, timed by its prompt's length and blind without Verify demos (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def answer_with_distributions(self, system, prompt, n_messages=1):
+        self.local.demos = (n_messages - 1) // 2  # a demo is a user / assistant pair before the question
+        return super().answer_with_distributions(system, prompt, n_messages)
+
+    def verify(self, inputs):
+        answer = super().verify(inputs)
+        if self.local.demos == 0 and isinstance(answer, dict):
+            return {**answer, "label": "VERIFIED", "_p": {"VERIFIED": 0.9, "UNVERIFIABLE": 0.1}}
+        return answer
+
+    def complete(self, request):
+        from dspy.lm15 import Response
+
+        response = super().complete(request)
+        read = sum(len(m.text or "") for m in request.messages) // 4
+        written = response.usage.output_tokens
+        return Response(id=response.id, model=response.model, message=response.message,
+                        finish_reason=response.finish_reason, usage=response.usage,
+                        provider_data={"timings": {"prompt_n": read, "prompt_ms": float(read),
+                                                   "predicted_n": written, "predicted_ms": 10.0 * written}})
+
+
+def priced_lm(engine: PricedEngine) -> dspy.LM:
+    return TimedLM("fake/priced", engine=engine, cache=False, num_retries=0)
+
+
+@pytest.fixture
+def data(tmp_path):
+    """Eight labelled dialogues, half hallucinated (an invented sentence), each with its human claims."""
+    path = tmp_path / "synthetic.json"
+    path.write_text(json.dumps([vista_conversation("wow", i) for i in range(8)]))
+    return studies.ObjectiveData.of(f"vista-human={path}:all", {"vista-human": load_dialogues(path, "vista")}), path
+
+
+def seed_study(data, *, trials=3, storage=None, engine=None, designs=DESIGNS):
+    bases = {"seed": Vista.from_program(None)}
+    space = studies.search_space(bases)
+    engine = engine or PricedEngine()
+    with dspy.context(lm=priced_lm(engine), adapter=dspy.JSONAdapter()):
+        study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
+                                  starts={"seed": studies.base_params("seed", bases["seed"], space)}, trials=trials,
+                                  storage=storage, study_name="s", designs=designs, bases=bases,
+                                  record={"programs": {"seed": bases["seed"].content_hash()}})
+    return study, engine
+
+
+def test_balanced_accuracy_weighs_both_classes_and_counts_unknown_wrong():
+    gold = ["h", "f", "f", "f"]
+    assert balanced_accuracy(gold, ["f", "f", "f", "f"]) == 0.5  # the majority class alone
+    assert balanced_accuracy(gold, ["u", "f", "f", "h"]) == pytest.approx((0 + 2 / 3) / 2)
+    assert balanced_accuracy(gold, gold) == 1.0
+    better = balanced_accuracy_difference(gold, gold, ["f"] * 4, ["a", "b", "c", "d"])
+    assert better["difference"] == 0.5 and better["low"] <= better["difference"]
+    with pytest.raises(ValueError):
+        balanced_accuracy(gold, ["h"])
+
+
+def test_each_starting_program_is_its_own_trial():
+    bases = {"seed": Vista.from_program(None), "local": Vista.from_program("local")}
+    space = studies.search_space(bases)
+    assert {c.name for c in space} >= {"program", "demos_verify", "units", "explain_unverified", "cascade"}
+    for name, base in bases.items():
+        params = studies.base_params(name, base, space)
+        assert studies.candidate(bases, None, params).content_hash() == base.content_hash()
+    shipped = studies.base_params("local", bases["local"], space)
+    wider = studies.candidate(bases, None, {**shipped, "cascade": "0.10-0.90", "demos_verify": 1})
+    assert (wider.rule.cascade.low, wider.rule.cascade.high) == (0.1, 0.9) and len(wider.verify.demos) == 1
+    assert studies.candidate(bases, None, {**shipped, "cascade": "none"}).rule.cascade is None
+
+
+def test_a_priced_study_measures_accuracy_and_model_time_and_resumes(tmp_path, data):
+    data, _ = data
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study, engine = seed_study(data, storage=storage)
+    result = export(study)
+    seed, two, none = result.trials
+    assert seed.marks == ["seed"] and (two.params["demos_verify"], none.params["demos_verify"]) == (2, 0)
+    # Known accuracies: the rule engine is right on every turn; without Verify demos no turn is hallucinated.
+    assert (seed.accuracy, two.accuracy, none.accuracy) == (1.0, 1.0, 0.5)
+    assert none.outcome.labels == "f" * 8 and seed.outcome.claim_decisions == 1.0
+    # Known costs: fewer demos, fewer tokens read, less server time.
+    assert seed.cost > two.cost > none.cost > 0
+    assert seed.outcome.cost_interval[0] <= seed.cost <= seed.outcome.cost_interval[1]
+    assert [t.number for t in result.front()] == [none.number, two.number]  # the seed: as accurate, dearer
+    calls = len(engine.requests)
+    again, _ = seed_study(data, storage=storage, engine=engine)
+    assert len(engine.requests) == calls and len(again.trials) == 3  # resumed: nothing left to run
+    more, _ = seed_study(data, trials=4, storage=storage, engine=engine)
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in more.trials) == 4
+
+
+def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path, data):
+    data, _ = data
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study, _ = seed_study(data, trials=1, storage=storage)
+    interrupted = study.ask()  # trial 1, the first design, left RUNNING as by a kill
+    planned = dict(study.trials[1].system_attrs["fixed_params"])
+    study, _ = seed_study(data, trials=2, storage=storage)
+    State = optuna.trial.TrialState
+    assert study.trials[interrupted.number].state == State.FAIL
+    [again] = [t for t in study.trials if t.state != State.FAIL and studies._params(t) == planned]  # queued again
+    assert again.user_attrs["design"] == study.trials[interrupted.number].user_attrs["design"]
+    with pytest.raises(ValueError, match="priced its trials by time, not dollars"):
+        studies.run_study(lambda params: [], data, DOLLARS, space=(), starts={"seed": {}}, trials=1,
+                          storage=storage, study_name="s")
+    with pytest.raises(ValueError, match="other dialogues or turns"):
+        other = studies.ObjectiveData.of("other", {"wow": data.dialogues[:4]})
+        studies.run_study(lambda params: [], other, SERVER_TIME, space=(), starts={"seed": {}}, trials=1,
+                          storage=storage, study_name="s")
+
+
+def test_compile_budget_picks_the_most_accurate_front_trial_and_refuses_one_losing_to_the_seed(tmp_path, data):
+    data, _ = data
+    result = export(seed_study(data)[0])
+    path = result.save(tmp_path / "result.json")
+    seed, two, none = result.trials
+    runner = CliRunner()
+
+    def compile_within(budget: float):
+        return runner.invoke(app, ["compile", "--study", str(path), "--budget", str(budget), "--name", "picked",
+                                   "--out-dir", str(tmp_path / "out")])
+
+    picked = compile_within((two.cost + seed.cost) / 2)
+    assert picked.exit_code == 0, picked.output
+    assert f"trial {two.number}" in picked.output and "gate against the seed (trial 0)" in picked.output
+    program = Vista.from_program(tmp_path / "out" / "picked.json")
+    assert len(program.verify.demos) == 2 and len(program.categorize.demos) == 9
+    meta = json.loads((tmp_path / "out" / "picked.meta.json").read_text())
+    assert meta["gate"]["passed"] and meta["settings"]["trial"] == two.number
+    assert meta["scores"]["compiled"]["cost"] == two.cost and meta["scores"]["base"]["trial"] == seed.number
+    assert picked.stdout.strip().endswith("picked.json")
+
+    (tmp_path / "out" / "picked.json").unlink()
+    cheap = compile_within((none.cost + two.cost) / 2)  # only the blind trial is within: it loses to the seed
+    assert cheap.exit_code == 0, cheap.output
+    assert f"trial {none.number}" in cheap.output and "failed" in cheap.output and "refused" in cheap.output
+    assert not (tmp_path / "out" / "picked.json").exists()
+
+    rich = compile_within(seed.cost * 2)  # the seed is dominated: the cheaper, as accurate trial is picked
+    assert f"trial {two.number}" in rich.output and rich.exit_code == 0
+
+    keep = runner.invoke(app, ["compile", "--study", str(path), "--budget", str((none.cost + two.cost) / 2),
+                               "--always-save", "--out-dir", str(tmp_path / "out")])
+    assert keep.exit_code == 2 and "kept only as a named program" in keep.output  # never the model's default
+
+    nothing = compile_within(none.cost / 2)
+    assert nothing.exit_code == 2 and "no front trial" in nothing.output
+    alone = runner.invoke(app, ["compile", "--budget", "1"])
+    assert alone.exit_code == 2 and "--budget and --study go together" in alone.output
+
+
+def test_the_study_page_is_reproduced_from_committed_results(tmp_path, data):
+    data, _ = data
+    result = export(seed_study(data)[0])
+    first = result.save(tmp_path / "a.json")
+    second = result.model_copy(update={"study": "sibling", "model_name": "sibling"}).save(tmp_path / "b.json")
+    out = tmp_path / "page.html"
+    made = CliRunner().invoke(app, ["study-page", str(first), str(second), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    page = out.read_text()
+    assert page.count("<svg") == 3  # each study's front, and the two side by side
+    assert page.count("<h3>The front</h3>") == 2 and "a third of the demos" not in page
+    assert "seed, but two Verify demos" in page and "no Verify demos" in page
+    for trial in result.front():
+        assert f"<tr><td>{trial.number}</td>" in page
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    refused = CliRunner().invoke(app, ["study-page", str(broken), "--out", str(out)])
+    assert refused.exit_code == 2 and "not a study result" in refused.output
+
+
+def test_prices_read_the_server_time_or_litellm_s_cost_map():
+    from vista_dspy.lm.offline import offline_litellm
+
+    offline_litellm()
+    import litellm
+
+    timed = Usage()
+    timed.add("verify", "hosted_vllm/x", UsageCounts(calls=2, prompt_tokens=10, completion_tokens=3,
+                                                     prompt_ms=1500.0, generation_ms=500.0))
+    assert SERVER_TIME.of(timed) == 2.0
+    untimed = Usage()
+    untimed.add("verify", "openai/gpt-4o", UsageCounts(calls=2, prompt_tokens=1000, completion_tokens=100))
+    with pytest.raises(PriceError, match="without the server's timings"):
+        SERVER_TIME.of(untimed)
+    assert DOLLARS.of(untimed) == pytest.approx(sum(litellm.cost_per_token(model="openai/gpt-4o", prompt_tokens=1000,
+                                                                           completion_tokens=100)))
+    assert DOLLARS.per_turn(DOLLARS.of(untimed), 2) == pytest.approx(500 * DOLLARS.of(untimed))
+    unknown = Usage()
+    unknown.add("verify", "nowhere/no-such-model", UsageCounts(calls=1, prompt_tokens=1, completion_tokens=1))
+    with pytest.raises(PriceError, match="no price"):
+        DOLLARS.of(unknown)
+
+
+def test_cli_study_over_http_exports_its_result_and_page(tmp_path, data):
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    _, path = data
+    with FakeOpenAIServer() as server:
+        result = CliRunner().invoke(app, [
+            "study", "--model", "openai/fake", "--api-base", server.url, "--dev", f"vista-human={path}:all",
+            "--train", "none", "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--no-cache",
+            "--export", str(tmp_path / "r.json"), "--report", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    exported = StudyResult.load(tmp_path / "r.json")
+    assert exported.price["name"] == "time" and len(exported.completed()) == 2
+    # No compiled program ships for this model: what `vista evaluate` runs for it is the seed, marked as both.
+    assert exported.trials[0].marks == ["seed", "shipped"] and exported.model == "openai/fake"
+    assert exported.command.startswith("vista study --model openai/fake") and "--trials 2" in exported.command
+    assert "Pareto front" in result.stdout and (tmp_path / "r.html").read_text().count("<svg") == 1
+    text = (tmp_path / "r.json").read_text()
+    assert "museum" not in text  # ids, letters and hashes: no dataset text

@@ -1,0 +1,183 @@
+"""A priced study's result as committed data (``StudyResult``, JSON): every trial with its choices, both objectives
+and their intervals, and the item-wise record that lets any two trials be paired again (turn letters, hashed claim
+keys, costs per dialogue; no dataset text). From it alone, with no LM and no optuna storage: the Pareto front
+(optuna's own, ``front``), the most accurate front trial within a budget (``pick``), and its gate against the seed
+trial (``gate``, ``seed_gate``) -- what ``vista compile --budget`` and the study page read.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .pricing import Price
+from .seed_gate import SeedGate, seed_gate
+from .study import OBJECTIVES, Outcome
+
+RESULT_FORMAT = "vista-study-result"
+RESULT_VERSION = 1
+SEED_MARK, SHIPPED_MARK = "seed", "shipped"
+
+
+class TrialRecord(BaseModel):
+    """One trial: its choices, marks (``seed``, ``shipped``), design, both objectives and its outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int
+    state: str
+    params: dict[str, Any]
+    marks: list[str] = Field(default_factory=list)
+    design: str | None = None
+    values: list[float] | None = None  # [balanced accuracy, cost] (OBJECTIVES)
+    outcome: Outcome | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "COMPLETE" and self.values is not None and self.outcome is not None
+
+    @property
+    def accuracy(self) -> float:
+        return self.values[0]
+
+    @property
+    def cost(self) -> float:
+        return self.values[1]
+
+    def name(self) -> str:
+        return f"trial {self.number}" + (f" ({', '.join(self.marks)})" if self.marks else "")
+
+
+class StudyResult(BaseModel):
+    """The JSON a priced study exports (``export``) and every later step reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["vista-study-result"] = RESULT_FORMAT
+    version: int = RESULT_VERSION
+    study: str
+    model: str | None = None
+    model_name: str | None = None
+    objectives: list[list[str]] = Field(default_factory=lambda: [list(o) for o in OBJECTIVES])
+    price: dict[str, Any]
+    data: dict[str, Any]  # ObjectiveData.describe(): name, dialogue ids, datasets, turns, sha256
+    space: list[dict[str, Any]]
+    programs: dict[str, str] = Field(default_factory=dict)  # starting program name -> its content hash
+    pool: dict[str, Any] | None = None  # where pool demos came from: train spec, sizes, content hash
+    trials: list[TrialRecord]
+    command: str | None = None
+    vista_dspy: str = ""
+    exported: str = Field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+    # ---- reading and writing ---------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> StudyResult:
+        path = Path(path)
+        try:
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a study result ({' '.join(str(exc).split())[:300]})") from None
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
+        return path
+
+    # ---- the trials --------------------------------------------------------------------------------------------
+    @property
+    def price_model(self) -> Price:
+        return Price.from_dict(self.price)
+
+    def completed(self) -> list[TrialRecord]:
+        return [t for t in self.trials if t.complete]
+
+    def marked(self, mark: str) -> TrialRecord | None:
+        return next((t for t in self.completed() if mark in t.marks), None)
+
+    def trial(self, number: int) -> TrialRecord:
+        found = next((t for t in self.trials if t.number == number), None)
+        if found is None:
+            raise ValueError(f"study {self.study} has no trial {number}")
+        return found
+
+    def front(self) -> list[TrialRecord]:
+        """The completed trials no other trial dominates (optuna's ``best_trials`` over both objectives), cheapest
+        first."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(directions=[direction for _, direction in self.objectives])
+        for record in self.completed():
+            study.add_trial(optuna.trial.create_trial(values=record.values, user_attrs={"number": record.number}))
+        numbers = {t.user_attrs["number"] for t in study.best_trials}
+        return sorted((t for t in self.completed() if t.number in numbers), key=lambda t: (t.cost, -t.accuracy))
+
+    def pick(self, budget: float) -> TrialRecord | None:
+        """The most accurate front trial whose cost is at most ``budget`` (the cheaper on a tie); None if none is."""
+        within = [t for t in self.front() if t.cost <= budget]
+        return max(within, key=lambda t: (t.accuracy, -t.cost)) if within else None
+
+    def gate(self, trial: TrialRecord, *, bootstrap_seed: int = 0) -> SeedGate:
+        """``trial`` against the seed trial on the same turns and claims (``seed_gate``)."""
+        seed = self.marked(SEED_MARK)
+        if seed is None:
+            raise ValueError(f"study {self.study} has no completed seed trial to gate against")
+        turns = [(did, {"hallucinated": "h", "faithful": "f"}[gold]) for _, did, _, gold in self.data["turns"]]
+        return seed_gate(turns, trial.outcome.labels, seed.outcome.labels, candidate_claims=trial.outcome.claims,
+                         seed_claims=seed.outcome.claims, name=f"trial {trial.number}",
+                         seed_name=f"seed (trial {seed.number})", bootstrap_seed=bootstrap_seed)
+
+    def importances(self) -> dict[str, dict[str, float]]:
+        """Per objective, optuna's parameter importances over the completed trials ({} while they cannot be
+        computed: too few trials, or a choice that never varied)."""
+        import optuna
+
+        distributions = {c["name"]: optuna.distributions.IntDistribution(c["values"][0], c["values"][-1])
+                         if c.get("integer") else optuna.distributions.CategoricalDistribution(c["values"])
+                         for c in self.space}
+        study = optuna.create_study(directions=[direction for _, direction in self.objectives])
+        for record in self.completed():
+            params = {k: v for k, v in record.params.items() if k in distributions}
+            study.add_trial(optuna.trial.create_trial(values=record.values, params=params,
+                                                      distributions={k: distributions[k] for k in params}))
+        found: dict[str, dict[str, float]] = {}
+        for index, (name, _) in enumerate(self.objectives):
+            try:
+                found[name] = dict(optuna.importance.get_param_importances(study, target=lambda t, i=index:
+                                                                           t.values[i]))
+            except (ValueError, RuntimeError, ZeroDivisionError):
+                continue
+        return found
+
+    def changes(self, trial: TrialRecord) -> dict[str, Any]:
+        """The choices in which ``trial`` differs from the seed trial."""
+        seed = self.marked(SEED_MARK)
+        base = seed.params if seed is not None else {}
+        return {k: v for k, v in trial.params.items() if base.get(k) != v}
+
+
+def export(study, *, command: str | None = None) -> StudyResult:
+    """A study result from an optuna study that ``study.run_study`` ran (its user attributes hold the data, price,
+    space and where it ran)."""
+    from .. import __version__
+
+    attrs = dict(study.user_attrs)
+    trials = []
+    for trial in study.trials:
+        if trial.state.name == "WAITING":
+            continue
+        outcome = trial.user_attrs.get("outcome")
+        trials.append(TrialRecord(number=trial.number, state=trial.state.name, params=dict(trial.params),
+                                  marks=list(trial.user_attrs.get("marks", [])),
+                                  design=trial.user_attrs.get("design"),
+                                  values=list(trial.values) if trial.values is not None else None,
+                                  outcome=Outcome.model_validate(outcome) if outcome else None))
+    return StudyResult(study=study.study_name, model=attrs.get("model"), model_name=attrs.get("model_name"),
+                       objectives=attrs.get("objectives") or [list(o) for o in OBJECTIVES], price=attrs["price"],
+                       data=attrs["data"], space=attrs["space"], programs=attrs.get("programs", {}),
+                       pool=attrs.get("pool"), trials=trials, command=command, vista_dspy=__version__)
