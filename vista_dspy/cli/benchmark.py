@@ -160,7 +160,7 @@ def _instrument_section(out: Path, systems: list[str]) -> str:
         return ""
     table = instrument_table(turns, present, reference=present[0])
     text = ("## The instrument: balanced accuracy on the suite's turns\n\n" + table_markdown(table, present[0]) +
-            "\nIntervals: 95 % bootstrap over dialogues resampled within datasets; every row on the turns all "
+            "\nIntervals: 95 % bootstrap over dialogues resampled; every row on the turns all "
             "systems judged. incoherent: turns whose label does not follow from their claims.\n")
     table.to_csv(out / "instrument.csv", index=False)
     (out / "instrument.md").write_text(text)

@@ -29,7 +29,7 @@ def gate(
                                                       "(compiled/NAME.meta.json) as anchored_gate.")] = None,
 ) -> None:
     """Gate a candidate against the seed on the same suite turns: it passes when its balanced accuracy is not below
-    the seed's by more than 1 point (one-sided 95 %, paired bootstrap over dialogues within datasets), and wins only
+    the seed's by more than 1 point (one-sided 95 %, paired bootstrap over dialogues), and wins only
     when the bound is above zero. Prints the table, writes gate.json and gate.md in the first directory; exit code 1
     when the candidate fails."""
     from ..experiments.instrument import gate_report, run_turns

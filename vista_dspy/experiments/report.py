@@ -202,7 +202,7 @@ def _instrument_html(path: Path) -> list[dict[str, Any]]:
     view = frame[[c for c in columns if c in frame]].round(3)
     html = view.to_html(index=False, border=0, escape=True, classes="numbers", na_rep="")
     return [{"title": "The instrument: balanced accuracy on the suite's turns",
-             "note": "ba_low / ba_high: 95 % bootstrap interval over dialogues resampled within datasets; every row on "
+             "note": "ba_low / ba_high: 95 % bootstrap interval over dialogues resampled; every row on "
                      "the turns all systems judged; incoherent: turns whose label does not follow from their claims; "
                      "model_s_per_turn: the server's own seconds per judged turn.",
              "html": Markup(f'<div class="scroll">{html}</div>')}]
