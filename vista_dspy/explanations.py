@@ -1,127 +1,122 @@
-"""The one sentence a person reads for a claim a decision rule decided: what was decided and its main reason. The
-chain behind it (the judge's label and reason, the rule's P(unsafe) and threshold, what the rule decided alone, a
-turn threshold) is kept in the verdict's own fields, not in the sentence.
-
-The main reason is the rule's input that pushed hardest toward the decision: of the deciding linear model's inputs,
-the one whose weight difference between the decided class and the strongest other class, times the distance of its
-value from a value that speaks for neither side (an even share or probability, a cue not set), is largest. When every
-input pushed the other way (the rule's intercept carried it), the sentence names the strongest of them and says it
-was not enough. Every input's value is in the verdict's ``cues`` and ``probabilities``.
+"""The one sentence a person reads for a claim that a decision rule decided (or that the judge labelled without a
+reason of its own): what was decided, by whom, and evidence the reader can check in the claim's sources -- the passage that
+supports it, the figures, names or words that no source holds, the words that make it an opinion, a remark or a
+hedge. Never a cue's weight. The chain behind it (the judge's label and reason, the rule's P(unsafe) and threshold,
+what the rule decided alone, the turn decision that made it unsafe) is kept in the verdict's own fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from .decision import (
-    CATEGORIZE_LABELS,
-    JUDGE_FEATURES,
-    SAFE_CLASSES,
-    UNSAFE_CATEGORIES,
-    UNSAFE_CLASS,
-    DecisionRule,
-    features,
-)
+from .decision import UNSAFE_CATEGORIES, lacks_a_source
+from .evidence import TurnEvidence, remark_marks
+from .figures import Figure
 
-_SOURCES = {
-    "uncovered_reference": "the reference",
-    "uncovered_knowledge": "the knowledge store",
-    "uncovered_history": "the dialogue before it",
-    "uncovered_all": "the reference, the knowledge store or the dialogue",
-}
-# What a cue says when it is set, and when it is not.
-_FLAGS = {
-    "speaker": ("it is about a speaker", "it is not about a speaker"),
-    "opinion": ("it gives an opinion", "it gives no opinion"),
-    "hedge": ("it hedges or declines", "it does not hedge"),
-    "speaker_opinion": ("it is a speaker's own view", "it is not a speaker's own view"),
-    "attributed": ("a speaker only frames what it says", "no speaker frames it"),
-    "question": ("it is a question", "it is not a question"),
-    "coverage": ("it is a sentence of the turn that no claim covered", "it is one of Decompose's claims"),
-    "categorized": ("Verify did not verify it", "Verify verified it"),
-}
+_QUOTE = 140  # characters of a passage quoted in full; a longer one is cut with an ellipsis
+_WORDS = 6  # unsaid words named at most
 
 
-def main_reason(rule: DecisionRule, decided_by: str, category: str, cues: Mapping[str, float],
-                verify: Mapping[str, float] | None = None, categorize: Mapping[str, float] | None = None,
-                against: str | None = None) -> str:
-    """The main reason, in words, why ``rule``'s model (``decided_by``: "rule" for the judged model, "evidence" for
-    the evidence model) put the claim in ``category`` rather than ``against`` (default: the most probable class on
-    the other side of the unsafe threshold)."""
-    model = rule.judged if decided_by == "rule" and rule.judged is not None else rule.evidence
-    values = features(cues, verify, categorize)  # what ``decision.decide`` gave the model
-    unsafe = category in UNSAFE_CATEGORIES
-    decided = UNSAFE_CLASS if unsafe else category
-    if against is None or against in UNSAFE_CATEGORIES:
-        p = model.probabilities(values)
-        against = max(SAFE_CLASSES, key=p.__getitem__) if unsafe else UNSAFE_CLASS
-    rows = {c: dict(zip(model.features, row)) for c, row in zip(model.classes, model.coef)}
-    push = {f: (rows[decided][f] - rows[against][f]) * (values[f] - _neutral(f)) for f in model.features}
-    if not any(push.values()):
-        return "of the rule's prior alone (no input of it moved the decision)"
-    strongest = max(push, key=push.__getitem__)
-    if push[strongest] > 0:
-        return _say(strongest, values[strongest], unsafe, verify, categorize)
-    # Every input pushed against the decision: the rule's intercept carried it.
-    weakest = min(push, key=push.__getitem__)
-    return (f"{_say(weakest, values[weakest], against in UNSAFE_CATEGORIES or against == UNSAFE_CLASS, verify, categorize)}"
-            f", not enough for the rule to call it {against}")
+def reason(category: str, claim: str, cues: Mapping[str, float], evidence: TurnEvidence) -> str:
+    """The evidence behind ``category`` for ``claim``, in words a reader can check against its sources."""
+    if category in UNSAFE_CATEGORIES:
+        return _unsupported(claim, evidence)
+    speakers, opinions, hedges = remark_marks(claim)
+    lacking = evidence.lacking(claim) if lacks_a_source(cues) else []
+    said = []
+    if category == "ABSTENTION" and hedges:
+        said.append(f"it hedges or declines ({_listed(hedges)})")
+    if category in ("OUT-OF-SCOPE", "ABSTENTION") and opinions:
+        said.append(f"it gives an opinion ({_listed(opinions)})")
+    if category in ("OUT-OF-SCOPE", "ABSTENTION") and speakers:
+        said.append(f"it is a speaker's own remark ({_listed(speakers)})")
+    if lacking:
+        said.append(_lacking(lacking, evidence))
+    if said:
+        return "; ".join(said)
+    return _closest(claim, evidence, supported=category == "VERIFIED")
 
 
-def _neutral(feature: str) -> float:
-    """The value of an input that speaks for neither side: an even share or probability, a cue not set."""
-    if feature in _FLAGS:
-        return 0.0
-    if feature in JUDGE_FEATURES[2:]:
-        return 1 / len(CATEGORIZE_LABELS)
-    return 0.0 if feature == "verify_logit" else 0.5
+def _unsupported(claim: str, evidence: TurnEvidence) -> str:
+    """Why a claim is unsafe, checkably: the figures or names no source holds, else the words none holds, and the
+    closest passage."""
+    lacking = evidence.lacking(claim)
+    if lacking:
+        return _lacking(lacking, evidence)
+    unsaid = evidence.unsaid(claim)
+    closest = _closest(claim, evidence, supported=False)
+    if not unsaid:
+        return f"each of its content words is somewhere in its sources, but no passage says it: {closest}"
+    more = len(unsaid) - _WORDS
+    words = _listed(unsaid[:_WORDS]) + (f" and {more} more" if more > 0 else "")
+    return f"no source holds {words}; {closest}"
 
 
-def _say(feature: str, value: float, unsafe: bool, verify: Mapping[str, float] | None,
-         categorize: Mapping[str, float] | None) -> str:
-    if feature in _SOURCES:
-        inside = 1 - value  # the share of its content words the source holds
-        if inside <= 0 or inside >= 1:
-            return f"{'none' if inside <= 0 else 'all'} of its content words are in {_SOURCES[feature]}"
-        return (f"{value:.0%} of its content words are not in {_SOURCES[feature]}" if unsafe
-                else f"{inside:.0%} of its content words are in {_SOURCES[feature]}")
-    if feature in _FLAGS:
-        return _FLAGS[feature][0 if value else 1]
-    if feature == "length":
-        words = round(value * 12)
-        return ("it has 12 or more content words" if value >= 1 else "it has no content word" if not words
-                else f"it has {words} content word{'s' if words > 1 else ''}")
-    if feature == "verify_logit" and verify is not None:
-        return f"Verify gave VERIFIED a probability of {float(verify.get('VERIFIED', 0.0)):.2f}"
-    if feature in JUDGE_FEATURES[2:] and categorize is not None:
-        label = CATEGORIZE_LABELS[JUDGE_FEATURES[2:].index(feature)]
-        return f"Categorize gave {label} a probability of {float(categorize.get(label, 0.0)):.2f}"
-    return f"its {feature.replace('_', ' ')}"
+def _lacking(lacking: Sequence[Figure], evidence: TurnEvidence) -> str:
+    """"no source holds 200 or minus 30 (the reference gives minus 4)"."""
+    numbers = [f for f in lacking if f.kind != "name"]
+    names = [f for f in lacking if f.kind == "name"]
+    parts = []
+    if numbers:
+        given = list(dict.fromkeys(f.text for f in evidence.reference_figures
+                                   if any(f.kind == n.kind for n in numbers)))
+        parts.append(f"no source holds {_listed([f.text for f in numbers], 'or', quote=False)}"
+                     + (f" (the reference gives {_listed(given[:4], 'and', quote=False)})" if given else ""))
+    if names:
+        parts.append(f"no source names {_listed([f.text for f in names], 'or', quote=False)}")
+    return "; ".join(parts)
 
 
-def overruled(category: str, judge_label: str, reason: str) -> str:
+def _closest(claim: str, evidence: TurnEvidence, *, supported: bool) -> str:
+    """The passage of the sources sharing most of the claim, quoted, and how much it shares."""
+    support = evidence.support(claim)
+    if support is None:
+        return "no passage of its sources shares a content word with it"
+    share = ("all" if support.shared == support.of else f"{support.shared}") + f" of its {support.of} content words"
+    if supported:
+        return f"{support.passage.source} says \"{_quoted(support.passage.text)}\" ({share})"
+    return f"the closest passage, in {support.passage.source}, \"{_quoted(support.passage.text)}\", shares {share}"
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _QUOTE else text[: _QUOTE - 1].rstrip() + "…"
+
+
+def _listed(items: Sequence[str], last: str = "and", *, quote: bool = True) -> str:
+    quoted = [f"'{i}'" for i in items] if quote else list(items)
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} {last} {quoted[-1]}"
+
+
+# ---- how a decision came about, around the reason ------------------------------------------------------------------
+def overruled(category: str, judge_label: str, why: str) -> str:
     """A claim the rule decided against the judge's own label."""
-    return f"{category} rather than the judge's {judge_label}, because {reason}."
+    return f"{category} rather than the judge's {judge_label}: {why}."
 
 
-def by_evidence(category: str, reason: str) -> str:
+def by_evidence(category: str, why: str) -> str:
     """A claim the cascade decided by its evidence alone, without asking the judge."""
-    return f"{category} by its evidence alone (the judge was not asked), because {reason}."
+    return f"{category} by its evidence alone (the judge was not asked): {why}."
 
 
-def most_doubtful(category: str, reason: str) -> str:
-    """A claim made unsafe as its turn's most doubtful claim (the rule's turn threshold)."""
-    return f"{category} as the most doubtful claim of its turn, because {reason}."
+def agreed(category: str, why: str) -> str:
+    """A claim the rule decided as the judge labelled it (the judge's own reason, if any, is kept beside it)."""
+    return f"{category}, as the judge labelled it: {why}."
 
 
-def agreed(category: str, reason: str) -> str:
-    """A claim the rule decided as the judge labelled it, the judge asked for its label alone (no reason of its own)."""
-    return f"{category}, as the judge labelled it, because {reason}."
+def label_alone(category: str, why: str) -> str:
+    """A claim the judge labelled without an explanation (``explain_unverified=False``) and no rule decided."""
+    return f"{category} by the judge (asked for its label alone): {why}."
 
 
-def label_alone(category: str, cues: Mapping[str, float]) -> str:
-    """A claim the judge labelled without an explanation (``explain_unverified=False``) and no rule decided: how much
-    of it the reference holds."""
-    unsafe = category in UNSAFE_CATEGORIES
-    return (f"{category} by the judge (asked for its label alone); "
-            f"{_say('uncovered_reference', cues['uncovered_reference'], unsafe, None, None)}.")
+def made_unsafe(category: str, why: str, *, claims: int, p_hallucinated: float | None,
+                turn_threshold: float | None, p_unsafe: float) -> str:
+    """A claim made unsafe as its turn's most doubtful claim, by the rule's turn model or turn threshold."""
+    if p_hallucinated is not None:
+        how = (f"the most doubtful of its turn's {claims} claims, which the turn model finds hallucinated "
+               f"(P {p_hallucinated:.2f})" if claims > 1
+               else f"the only claim of a turn the turn model finds hallucinated (P {p_hallucinated:.2f})")
+    else:
+        how = (f"the most doubtful claim of its turn (P(unsafe) {p_unsafe:.2f} reaches the turn threshold "
+               f"{turn_threshold:.2f})")
+    return f"{category} as {how}: {why}."
