@@ -28,11 +28,11 @@ A turn is hallucinated iff one of its claims is unsafe, in every program. A rule
 claims (``turn_flip``): a ``turn`` model (``TurnModel``: the probability that a turn with no unsafe claim is
 hallucinated all the same, from its claims' P(unsafe) through summaries that know how many claims there are -- the
 largest, their noisy-OR, the count -- fitted on turn labels) or, in older programs, a ``turn_threshold``, makes the
-turn's most doubtful claim (the highest P(unsafe) among the claims that may be unsafe: not an opinion, remark or
-hedge) unsafe, and that claim says why. "Any claim above a threshold" flags a turn more often the more claims it
+turn's most doubtful claim (the highest P(unsafe) among the claims that may be unsafe: not a self-description or a
+hedge, ``may_be_unsafe``) unsafe, and that claim says why. "Any claim above a threshold" flags a turn more often the more claims it
 has; a model that sees the count need not. A turn model is asked only about a turn with no unsafe claim: a turn
 whose claim is unsafe is hallucinated (the turn follows its claims; the model was fitted on the other turns only and
-never clears a claim). A turn whose every decided claim is an opinion, a remark or a hedge has no claim the turn model
+never clears a claim). A turn whose every decided claim is a self-description or a hedge has no claim the turn model
 can act through, and stays faithful.
 The cascade: a claim whose evidence-only P(unsafe) lies outside (``low``, ``high``) is decided by the evidence alone
 and not sent to Verify or Categorize.
@@ -224,8 +224,12 @@ def opinion_or_remark(cues: Mapping[str, float]) -> bool:
 
 
 def may_be_unsafe(cues: Mapping[str, float]) -> bool:
-    """Whether a claim states something a source could confirm: not an opinion, a remark or a hedge."""
-    return not (opinion_or_remark(cues) or cues.get("hedge"))
+    """Whether a turn's doubt may act through this claim (``turn_flip``): not a speaker's view of itself or a hedge
+    (the cues of a self-description and of a refusal). A unit with a first-person or an evaluative word may: as a
+    sentence it often states facts besides ("I loved Tromsø, which has 200 days of snow"), and keeping the turn
+    model off such units left it unable to act on turns it was fitted to call (the committed sentences probe: 9
+    more misses at the shipped rule, benchmarks/RESULTS.md 'Coherent verdicts')."""
+    return not (cues.get("speaker_opinion") or cues.get("hedge"))
 
 
 def lacks_a_source(cues: Mapping[str, float]) -> bool:
@@ -234,8 +238,9 @@ def lacks_a_source(cues: Mapping[str, float]) -> bool:
 
 
 def unsafe_by_its_figures(cues: Mapping[str, float]) -> bool:
-    """A factual claim holding a figure, a date or a name that no source holds: unsafe whatever the weights say."""
-    return lacks_a_source(cues) and may_be_unsafe(cues)
+    """A factual claim (not an opinion, a remark or a hedge) holding a figure, a date or a name that no source
+    holds: unsafe whatever the weights say."""
+    return lacks_a_source(cues) and not (opinion_or_remark(cues) or cues.get("hedge"))
 
 
 class DecisionRule(BaseModel):

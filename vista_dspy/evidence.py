@@ -14,6 +14,7 @@ in [0, 1].
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ _FRAME = re.compile(r"^\s*(the )?(assistant|user|wizard|apprentice|speaker|i|you
 _OWN = re.compile(r"\b(?:(?P<i>I|I'm|I've|I'd|I'll)|(?P<we>me|my|mine|myself|we|we're|we've|we'd|our|ours|us|"
                   r"ourselves)|(?P<role>the (?:assistant|wizard|apprentice|speaker|bot|agent|user)(?:'s)?))\b",
                   re.IGNORECASE)
+_TITLE_AFTER = re.compile(r"\s+(?:the\s+)?[A-Z]")  # what follows a capitalised "We" that opens a title
 _EVALUATIVE = re.compile(r"\b(great|amazing|awesome|wonderful|fantastic|beautiful|gorgeous|stunning|interesting|"
                          r"fascinating|cool|fun|nice|lovely|delicious|exciting|impressive|boring|terrible|awful|"
                          r"horrible|favou?rite|worth|recommend(?:s|ed)?|should|must-see|breathtaking|incredible|"
@@ -105,14 +107,12 @@ class TurnEvidence:
     def of(cls, reference: str | None, knowledge: Sequence[str], history: Sequence[str]) -> TurnEvidence:
         """``reference``: the turn's document (None: judged against the store alone); ``knowledge``: the store as
         the turn is judged against it; ``history``: the texts of the turns before it."""
-        passages = [Passage(source, text, frozenset(content_words(text)))
-                    for source, texts in (("the reference", _sentences(reference or "")),
-                                          ("the knowledge store", knowledge),
-                                          ("the dialogue before it", [s for h in history for s in _sentences(h)]))
-                    for text in texts if text.strip()]
+        passages = [p for source, texts in (("the reference", [reference or ""]), ("the knowledge store", knowledge),
+                                            ("the dialogue before it", history))
+                    for text in texts for p in _passages(source, text)]
         return cls(frozenset(content_words(reference or "")), frozenset(content_words(" ".join(knowledge))),
                    frozenset(content_words(" ".join(history))), SourceFigures.of([reference or "", *knowledge, *history]),
-                   tuple(passages), tuple(f for f in figures(reference or "", source=True) if f.kind != "name"))
+                   tuple(passages), _reference_figures(reference or ""))
 
     def cues(self, claim: str, *, added: bool = False) -> dict[str, float]:
         """The claim's cue values, by ``CUES`` name, and its checks, by ``CHECKS`` name; ``added``: the claim is a
@@ -176,8 +176,10 @@ class TurnEvidence:
 
 
 def own_words(claim: str) -> list[str]:
-    """The words by which a speaker speaks of itself in ``claim`` ("I", "my", "the assistant"; not "US")."""
-    return [m.group() for m in _OWN.finditer(claim) if m.group() != "US"]
+    """The words by which a speaker speaks of itself in ``claim`` ("I", "my", "the assistant"; not "US", nor the "We"
+    of a title such as "We the Living")."""
+    return [m.group() for m in _OWN.finditer(claim) if m.group() != "US"
+            and not (m.group()[0].isupper() and _TITLE_AFTER.match(claim, m.end()))]
 
 
 def evaluative_words(claim: str) -> list[str]:
@@ -195,8 +197,17 @@ def remark_marks(claim: str) -> tuple[list[str], list[str], list[str]]:
             list(dict.fromkeys(m.group() for m in _HEDGE.finditer(lower))))
 
 
-def _sentences(text: str) -> list[str]:
-    return [s for line in text.splitlines() for s in split_sentences(line)]
+@functools.lru_cache(maxsize=8192)
+def _passages(source: str, text: str) -> tuple[Passage, ...]:
+    """The sentences of one source text as passages (a store claim is one passage): read once per text."""
+    sentences = [text] if source == "the knowledge store" else [
+        s for line in text.splitlines() for s in split_sentences(line)]
+    return tuple(Passage(source, s, frozenset(content_words(s))) for s in sentences if s.strip())
+
+
+@functools.lru_cache(maxsize=1024)
+def _reference_figures(reference: str) -> tuple[Figure, ...]:
+    return tuple(f for f in figures(reference, source=True) if f.kind != "name")
 
 
 def evidence_of(dialogue: Dialogue, index: int, knowledge: Sequence[str]) -> TurnEvidence:

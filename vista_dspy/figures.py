@@ -17,6 +17,7 @@ that a name called missing is missing in every spelling the stem can see.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -37,8 +38,9 @@ _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1
            "trillion": 1_000_000_000_000}
 _NUMBER_WORDS = {**_UNITS, **_TENS, **_ORDINALS}
 _NEGATIVE = frozenset({"minus", "negative"})
-# A unit's words that read as numbers but seldom state a figure.
+# A unit's words that read as numbers but seldom state a figure; "100's" and "1000s" are "hundreds", "thousands".
 _NOT_FIGURES = frozenset({"one", "first", "second"})
+_VAGUE = re.compile(r"10+'?s")
 _MONTHS = {name: number for number, names in enumerate((
     ("january", "jan"), ("february", "feb"), ("march",), ("april", "apr"), ("may",), ("june", "jun"),
     ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
@@ -54,7 +56,7 @@ _NOT_NAMES = frozenset({"i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "mr", "
                         "user", "wizard", "apprentice", "oh", "yes", "no", "hi", "hello", "wow", "yeah", "well"})
 
 # A token: a numeral (with thousands separators, a decimal part, an ordinal or decade suffix), or a word.
-_TOKEN = re.compile(r"(?P<num>(?<![\w.])[-\u2212]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:(?:st|nd|rd|th|s)(?![^\W\d_]))?)"
+_TOKEN = re.compile(r"(?P<num>(?<![\w.])[-\u2212]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:(?:st|nd|rd|th|'?s)(?![^\W\d_]))?)"
                     r"|(?P<word>[^\W\d_]+(?:'[^\W\d_]+)?)")
 # What, between two words, ends a sentence (or opens a quotation, a parenthesis, a title line).
 _BREAK = re.compile(r"[.!?:;\"\u201c\u201d(\[\u2014\u2013\n]")
@@ -95,7 +97,7 @@ def _number_key(value: float) -> str:
 
 
 def _numeral(token: str) -> float | None:
-    body = token.lstrip("-\u2212").rstrip("s")
+    body = token.lstrip("-\u2212").rstrip("s").rstrip("'")
     body = re.sub(r"(st|nd|rd|th)$", "", body).replace(",", "")
     try:
         value = float(body)
@@ -117,7 +119,7 @@ def figures(text: str, *, source: bool = False) -> list[Figure]:
             words = [t.lower for t in tokens[i:run_end]]
             negative = i > 0 and tokens[i - 1].lower in _NEGATIVE
             begin = tokens[i - 1].start if negative else token.start
-            if source or not (len(words) == 1 and words[0] in _NOT_FIGURES):
+            if source or not (len(words) == 1 and (words[0] in _NOT_FIGURES or _VAGUE.fullmatch(words[0]))):
                 found.append(Figure(text[begin:tokens[run_end - 1].end], _number_key(-value if negative else value),
                                     "number"))
             i = run_end
@@ -249,14 +251,10 @@ class SourceFigures:
         keys: set[str] = set()
         stems: set[str] = set()
         for text in texts:
-            if not text:
-                continue
-            for figure in figures(text, source=True):
-                if figure.kind != "name":
-                    keys.add(figure.key)
-                    if re.fullmatch(r"\d\d(\d\d)'?s", figure.text):  # "the 1950s" holds "the 50s"
-                        keys.add(_number_key(float(figure.text[2:4])))
-            stems.update(s for t in _TOKEN.finditer(text.lower()) if (s := _word_stem(t.group())))
+            if text:
+                text_keys, text_stems = _source_keys(text)
+                keys |= text_keys
+                stems |= text_stems
         return cls(frozenset(keys), frozenset(stems))
 
     def holds(self, figure: Figure) -> bool:
@@ -273,3 +271,17 @@ class SourceFigures:
                 seen.add(figure.key)
                 out.append(figure)
         return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _source_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(figure keys, word stems) of one source text; a document or a turn is read once however many claims and
+    completions are judged against it."""
+    keys: set[str] = set()
+    for figure in figures(text, source=True):
+        if figure.kind != "name":
+            keys.add(figure.key)
+            if re.fullmatch(r"\d\d(\d\d)'?s", figure.text):  # "the 1950s" holds "the 50s"
+                keys.add(_number_key(float(figure.text[2:4])))
+    stems = {s for t in _TOKEN.finditer(text.lower()) if (s := _word_stem(t.group()))}
+    return frozenset(keys), frozenset(stems)

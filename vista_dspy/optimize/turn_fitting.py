@@ -43,7 +43,7 @@ def examples(decided: Sequence[Any], claim_threshold: float | None = None) -> li
     """The turns of ``decided`` (``rule_fitting.TurnDecision``) a turn model decides: a gold label, a claim with a
     P(unsafe), no unsafe claim (at ``claim_threshold`` when given -- with the factual claims whose figure or name no
     source holds, ``decision.unsafe_by_its_figures`` --, else as decided). (A turn whose decided claims are all
-    opinions, remarks or hedges is fitted on too, although the model cannot act through any of its claims
+    self-descriptions or hedges is fitted on too, although the model cannot act through any of its claims
     (``decision.turn_flip``): the shipped turn models were fitted so.)"""
     out = []
     for d in decided:
