@@ -126,9 +126,44 @@ def main() -> int:
             five = "-" if r["five_way"] is None else f"{r['five_way']:.3f}"
             print(f"| {name} | {label} | {r['turn_accuracy']:.3f} | {r['false_alarms']} / {r['misses']} | {claims} | "
                   f"{five} | {r['calls_per_turn']} | {r.get('coherent', '-')} |")
+    if dialogues is not None:
+        out["annotators' claims"] = human_claims(dialogues)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def human_claims(dialogues) -> dict:
+    """The checks on the annotators' own claims (each against its turn's reference, the background and the
+    dialogue before it, and the store of the earlier human claims the annotators found safe), and the shipped
+    evidence rule (``compiled/evidence.json``, fitted on the train half's claims) decided as today, by half."""
+    from collections import Counter
+
+    from fit_evidence_rule import human_turns
+
+    from vista_dspy import Vista
+    from vista_dspy.data import part_of
+    from vista_dspy.decision import lacks_a_source, opinion_or_remark, unsafe_by_its_figures
+
+    turns = human_turns(dialogues)
+    kinds = {"factual, a figure or name no source holds (made unsafe)": unsafe_by_its_figures,
+             "a remark or opinion with one (kept off VERIFIED)": lambda c: lacks_a_source(c) and not
+             unsafe_by_its_figures(c),
+             "an opinion or a speaker's own remark (never VERIFIED)": opinion_or_remark}
+    counts = {name: Counter(r.gold for t in turns for r in t.rows if test(r.cues)) for name, test in kinds.items()}
+    print(f"\n# The checks on the annotators' {sum(len(t.rows) for t in turns)} claims: their judgement\n")
+    for name, counter in counts.items():
+        print(f"- {name}: {sum(counter.values())} ({', '.join(f'{k} {v}' for k, v in counter.most_common())})")
+    rule = Vista.from_program("evidence").rule
+    halves = {}
+    print("\nthe shipped evidence rule decided as today, on the annotators' claims:")
+    for half in ("train", "dev"):
+        decided = replay(human_turns(part_of(dialogues, half)), rule)
+        halves[half] = r = row(decided)
+        print(f"- {half} ({'fitted on' if half == 'train' else 'held out'}): turns {r['turn_accuracy']:.3f} "
+              f"({r['false_alarms']} false alarms, {r['misses']} misses), claim decisions {r['claim_decisions']:.3f}, "
+              f"five-way {r['five_way']:.3f} ({r['claims']} claims)")
+    return {"checks": {k: dict(v) for k, v in counts.items()}, "evidence rule": halves}
 
 
 if __name__ == "__main__":

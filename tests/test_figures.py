@@ -45,6 +45,7 @@ def test_names_are_capitalised_runs_that_do_not_open_a_sentence():
     assert found == [("Serena Williams", "name"), ("Louvre", "name"), ("NASA", "name")]
     assert [f.text for f in figures("New Zealand has many sheep.")] == ["New Zealand"]  # two capitals open it
     assert [f.text for f in figures("NASA launched it.")] == ["NASA"]  # an acronym anywhere
+    assert [(f.text, f.kind) for f in figures("THE MUSEUM OPENS AT NINE")] == [("NINE", "number")]  # all capitals
 
 
 def test_the_quickstart_sentence_lacks_exactly_its_invented_figures():

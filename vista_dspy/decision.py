@@ -19,9 +19,9 @@ CHECKS``, which no fitted model weighs):
 - an opinion or a speaker's own remark (``opinion_or_remark``) is never VERIFIED: OUT-OF-SCOPE (or ABSTENTION);
 - a factual claim (no remark, opinion or hedge) holding a figure, a date or a name that no source holds
   (``figures``) is unsafe whatever its P(unsafe) and the judge's label: a factual assertion its sources do not
-  confirm is LACKING EVIDENCE by VISTA's definition (on the 460 dev human claims, 32 of the 35 such claims are
-  unsafe; as sentences, 10 of the 11 dev turns holding one are hallucinated). A remark, opinion or hedge holding one
-  is only kept off VERIFIED.
+  confirm is LACKING EVIDENCE by VISTA's definition (of the 460 annotated dev claims, 32 of the 34 such claims are
+  unsafe; the 11 such sentences of the committed sentences probe all lie in hallucinated turns:
+  ``benchmarks/coherence_replay.py``). A remark, opinion or hedge holding one is only kept off VERIFIED.
 In each case the safe class is then the most probable of OUT-OF-SCOPE and ABSTENTION.
 
 A turn is hallucinated iff one of its claims is unsafe, in every program. A rule's turn decision acts through the
@@ -29,8 +29,8 @@ claims (``turn_flip``): a ``turn`` model (``TurnModel``: the probability that a 
 hallucinated all the same, from its claims' P(unsafe) through summaries that know how many claims there are -- the
 largest, their noisy-OR, the count -- fitted on turn labels) or, in older programs, a ``turn_threshold``, makes the
 turn's most doubtful claim (the highest P(unsafe) among the claims that may be unsafe: not a self-description or a
-hedge, ``may_be_unsafe``) unsafe, and that claim says why. "Any claim above a threshold" flags a turn more often the more claims it
-has; a model that sees the count need not. A turn model is asked only about a turn with no unsafe claim: a turn
+hedge, ``may_be_unsafe``) unsafe, and that claim says why. "Any claim above a threshold" flags a turn more often the
+more claims it has; a model that sees the count need not. A turn model is asked only about a turn with no unsafe claim: a turn
 whose claim is unsafe is hallucinated (the turn follows its claims; the model was fitted on the other turns only and
 never clears a claim). A turn whose every decided claim is a self-description or a hedge has no claim the turn model
 can act through, and stays faithful.
@@ -55,8 +55,8 @@ from .schema import Category
 
 CLASSES: tuple[str, ...] = ("VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "LACKING EVIDENCE")
 SAFE_CLASSES: tuple[str, ...] = CLASSES[:3]
-# The safe classes that do not say the sources support the claim: what a claim the judge found CONTRADICTED may
-# become when the rule overrules it.
+# The safe classes that do not say the sources support the claim: what a claim kept off VERIFIED (the judge found it
+# CONTRADICTED, it is an opinion or a remark, or it holds a figure no source holds) may be when the rule calls it safe.
 UNSUPPORTED_SAFE_CLASSES: tuple[str, ...] = CLASSES[1:3]
 UNSAFE_CLASS = "LACKING EVIDENCE"
 CATEGORIZE_LABELS: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")

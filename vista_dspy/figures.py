@@ -10,7 +10,7 @@ words are read with a small table here (no number-word library is a dependency o
 it counts, so that it can hold a unit's "1".
 
 A proper name is a run of capitalised words that does not open a sentence (a sentence's first word is capitalised
-whatever it is), or an acronym anywhere ("NASA"). A source holds a name when it holds each of its content words, by
+whatever it is), or an acronym anywhere ("NASA"); a text written mostly in capitals has none. A source holds a name when it holds each of its content words, by
 the crude stem ``grounding`` uses (first four letters: "Norway" holds "Norwegian"), case aside: a lenient match, so
 that a name called missing is missing in every spelling the stem can see.
 """
@@ -110,6 +110,8 @@ def figures(text: str, *, source: bool = False) -> list[Figure]:
     """The figures and names of ``text``, in order. ``source``: read as a source (a standalone "one", "first" or
     "second" counts as 1 or 2)."""
     tokens = _tokens(text)
+    letters = [c for c in text if c.isalpha()]
+    shouted = sum(c.isupper() for c in letters) > len(letters) / 2  # capitals mark no name in a text all capitals
     found: list[Figure] = []
     i = 0
     while i < len(tokens):
@@ -129,7 +131,7 @@ def figures(text: str, *, source: bool = False) -> list[Figure]:
             found.append(Figure(token.text, date, "date"))
             i += 1
             continue
-        name_end = _name_run(tokens, i, text)
+        name_end = i if shouted else _name_run(tokens, i, text)
         if name_end > i:
             found.append(Figure(text[token.start:tokens[name_end - 1].end], _name_key(tokens[i:name_end]), "name"))
             i = name_end
