@@ -106,7 +106,12 @@ class TurnEvidence:
     @classmethod
     def of(cls, reference: str | None, knowledge: Sequence[str], history: Sequence[str]) -> TurnEvidence:
         """``reference``: the turn's document (None: judged against the store alone); ``knowledge``: the store as
-        the turn is judged against it; ``history``: the texts of the turns before it."""
+        the turn is judged against it; ``history``: the texts of the turns before it. (Cached: the completions of
+        one prompt share their sources.)"""
+        return _turn_evidence(reference, tuple(knowledge), tuple(history))
+
+    @classmethod
+    def _read(cls, reference: str | None, knowledge: tuple[str, ...], history: tuple[str, ...]) -> TurnEvidence:
         passages = [p for source, texts in (("the reference", [reference or ""]), ("the knowledge store", knowledge),
                                             ("the dialogue before it", history))
                     for text in texts for p in _passages(source, text)]
@@ -173,6 +178,11 @@ class TurnEvidence:
                 seen.add(stem)
                 out.append(word)
         return out
+
+
+@functools.lru_cache(maxsize=256)
+def _turn_evidence(reference: str | None, knowledge: tuple[str, ...], history: tuple[str, ...]) -> TurnEvidence:
+    return TurnEvidence._read(reference, knowledge, history)
 
 
 def own_words(claim: str) -> list[str]:

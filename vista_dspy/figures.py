@@ -106,9 +106,10 @@ def _numeral(token: str) -> float | None:
     return -value if token[0] in "-\u2212" else value
 
 
-def figures(text: str, *, source: bool = False) -> list[Figure]:
+@functools.lru_cache(maxsize=8192)
+def figures(text: str, *, source: bool = False) -> tuple[Figure, ...]:
     """The figures and names of ``text``, in order. ``source``: read as a source (a standalone "one", "first" or
-    "second" counts as 1 or 2)."""
+    "second" counts as 1 or 2). (Cached: a unit's figures are read for its cues and again for its explanation.)"""
     tokens = _tokens(text)
     letters = [c for c in text if c.isalpha()]
     shouted = sum(c.isupper() for c in letters) > len(letters) / 2  # capitals mark no name in a text all capitals
@@ -137,7 +138,7 @@ def figures(text: str, *, source: bool = False) -> list[Figure]:
             i = name_end
             continue
         i += 1
-    return [f for f in found if f.key]
+    return tuple(f for f in found if f.key)
 
 
 def _number_run(tokens: list[_Token], i: int) -> tuple[int, float]:
