@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Verdicts of the annotated dev file in every judging mode against the fake OpenAI server (vista_dspy.lm.fake), one
-# file per mode, lines sorted by dialogue id: a refactoring must leave them byte-identical.
+# file per mode, lines sorted by dialogue id: a refactoring must leave them byte-identical. (The modes of the shipped
+# rule programs came with wave 7: compare them only with a snapshot that has them.)
 #   bash benchmarks/verdict_snapshot.sh DIR        then: diff -r DIR_BEFORE DIR_AFTER
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +36,10 @@ run ablations --no-accumulate --no-history --zero-shot
 run factscore --system factscore
 run factscore-nosplit --system factscore-nosplit --concurrency 4
 run judge --system judge
-# The shipped programs (the fake server gives no label probabilities: each rule decides with its evidence-only model).
+# The shipped programs (the fake server gives no label probabilities: each rule decides with its evidence-only model)
+# and the tier with no LM call.
 run program-local --program local
 run program-local-claims --program local-claims --concurrency 4
-run evidence-sentences --system evidence --units sentences
+run program-evidence --program evidence
 run evidence-claims --system evidence --program local-claims
+run no-lm --system evidence --units sentences --program local

@@ -150,11 +150,13 @@ def test_the_deployed_judge_and_the_replay_flip_the_same_claim():
     categories = [c.category for c in verdict.claims]
     assert categories == [Category.VERIFIED, Category.LACKING_EVIDENCE]
     assert "most doubtful" in verdict.claims[1].explanation and verdict.label == "hallucinated"
-    # One sentence (the decision and its main reason: 3 of its 4 content words, "famous blue tram", are nowhere);
-    # the chain in fields: the rule alone said VERIFIED (P(unsafe) below its 0.9), the turn threshold 0.3 flipped it.
+    # One sentence (the decision, what made it, and the words no source holds: "famous blue tram"); the chain in
+    # fields: the rule alone said VERIFIED (P(unsafe) below its 0.9), the turn threshold 0.3 flipped it.
     flipped = verdict.claims[1]
-    assert flipped.explanation == ("LACKING EVIDENCE as the most doubtful claim of its turn, because 75% of its content "
-                                   "words are not in the reference, the knowledge store or the dialogue.")
+    assert flipped.explanation == (
+        f"LACKING EVIDENCE as the most doubtful claim of its turn (P(unsafe) {flipped.p_unsafe:.2f} reaches the turn "
+        "threshold 0.30): no source holds 'famous', 'blue' and 'tram'; the closest passage, in the reference, "
+        "\"Lisbon is the capital of Portugal.\", shares 1 of its 4 content words.")
     assert (flipped.rule_label, flipped.threshold, flipped.turn_threshold) == ("VERIFIED", 0.9, 0.3)
     assert 0.3 <= flipped.p_unsafe < 0.9 and flipped.judge_explanation is None  # the judge was not asked
     rows = [ClaimRow(c.claim, c.cues, None, None, "VERIFIED", None) for c in verdict.claims]

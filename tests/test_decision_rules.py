@@ -15,7 +15,7 @@ from vista_dspy.cli import app
 from vista_dspy.compiled.files import compiled_dir
 from vista_dspy.data import load_dialogues
 from vista_dspy.decision import CLASSES, Band, LinearModel, decide
-from vista_dspy.evidence import CUES, TurnEvidence
+from vista_dspy.evidence import CHECKS, CUES, TurnEvidence
 from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
 from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
@@ -47,7 +47,7 @@ def test_cues_of_constructed_claims_have_known_values():
     framed = evidence.cues("The assistant thinks that the museum reopened in 1998.")
     assert framed["attributed"] == 1.0 and framed["uncovered_reference"] == 0.0
     assert evidence.cues("I think so.")["attributed"] == 0.0  # no clause of its own
-    assert set(stated) == set(CUES) and all(0.0 <= v <= 1.0 for v in stated.values())
+    assert set(stated) == set(CUES) | set(CHECKS) and all(0.0 <= v <= 1.0 for v in stated.values())
 
 
 def test_a_turn_without_a_reference_leaves_every_content_word_uncovered():
@@ -139,26 +139,33 @@ MARKED = dialogue(user("Tell me about Lisbon."),
                   assistant("Lisbon is the capital of Portugal. Lisbon has ten hills <<PV=35>>.", DOC))
 
 
-def judge(program, logprobs=True, **options):
+# The judge doubts a claim its reference says (the marker's letters and figure are in the reference too).
+DOUBTED = dialogue(user("Tell me about Lisbon."),
+                   assistant("Lisbon is the capital of Portugal. Lisbon has seven hills <<PV=35>>.",
+                             f"{DOC} <<PV=35>>"))
+
+
+def judge(program, logprobs=True, dlg=MARKED, **options):
     with FakeOpenAIServer(logprobs=logprobs) as server:
         lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            return program.with_options(**options)(MARKED), server
+            return program.with_options(**options)(dlg), server
 
 
 def test_a_rule_decides_against_the_judge_and_says_so():
-    raw, _ = judge(Vista.from_program(None))
+    raw, _ = judge(Vista.from_program(None), dlg=DOUBTED)
     assert [c.category for c in raw.turns[0].claims] == [Category.VERIFIED, Category.LACKING_EVIDENCE]
     program = Vista.from_program(None)
     # Unsafe only below P(VERIFIED) = 0.2: the marked claim (0.35) is now verified, against the judge's label.
     program.rule = DecisionRule(judged=linear(("verify_logit",), (-8.0,), math.log(0.2 / 0.8)),
                                 evidence=EVIDENCE)
-    verdict, _ = judge(program)
+    verdict, _ = judge(program, dlg=DOUBTED)
     supported, marked = verdict.turns[0].claims
     assert marked.category is Category.VERIFIED and marked.raw_label == "LACKING EVIDENCE"
+    # The sentence cites the passage that supports it (lisb, seve, hill of lisb, seve, hill, pv, 35).
     assert marked.decided_by == "rule" and marked.explanation == (
-        "VERIFIED rather than the judge's LACKING EVIDENCE, because Verify gave VERIFIED a probability of 0.35, not "
-        "enough for the rule to call it LACKING EVIDENCE.")  # the rule's bar for unsafe is P(VERIFIED) 0.2
+        "VERIFIED rather than the judge's LACKING EVIDENCE: the reference says \"Lisbon has seven hills.\" (3 of its "
+        "5 content words).")
     # The chain behind the sentence, in fields: the judge's label and reason, the rule's P(unsafe) and threshold.
     assert (marked.judge_explanation, marked.rule_label, marked.threshold) == ("rule for LACKING EVIDENCE",
                                                                                "VERIFIED", 0.5)
@@ -202,8 +209,8 @@ def test_the_cascade_skips_exactly_the_claims_in_its_band():
     verdict, server = judge(program)
     supported, marked = verdict.turns[0].claims
     assert supported.stage == "evidence" and supported.decided_by == "evidence"
-    assert supported.explanation == ("VERIFIED by its evidence alone (the judge was not asked), because all of its "
-                                     "content words are in the reference.")
+    assert supported.explanation == ("VERIFIED by its evidence alone (the judge was not asked): the reference says "
+                                     "\"Lisbon is the capital of Portugal.\" (all of its 3 content words).")
     assert supported.category is Category.VERIFIED and supported.threshold == 0.5 and supported.raw_label is None
     assert marked.stage == "categorize" and marked.decided_by == "rule"  # Verify did not verify it
     assert verdict.usage.by_stage["verify"].calls == 1 and verdict.usage.by_stage["categorize"].calls == 1

@@ -173,10 +173,10 @@ def test_real_local_model_with_the_seed_gets_the_quickstart_gold_labels(tmp_path
 def test_real_local_model_with_the_default_program_finds_the_invented_figures(tmp_path, real_model):
     """With no flag the compiled program for the local model judges (its first lines name it and its rule): its
     saved options and decision rule apply (since issue 41 it judges the turn's sentences), and it finds the
-    hallucinated turn (measured 2026-12-02: by its turn model, P 0.649, while the sentence holding the invented
-    figures was VERIFIED at P(unsafe) 0.39 under its claim threshold 0.55 -- benchmarks/RESULTS.md says so). Its
-    label of the faithful turn is not asserted: the turn model put it at P(hallucinated) 0.54 that day (a false
-    alarm)."""
+    hallucinated turn through a claim (since wave 7 the sentence holding the invented figures is unsafe whatever the
+    weights say, since no source holds 200 or minus 30; on 2026-12-02, before that, it was VERIFIED at P(unsafe) 0.39
+    and the turn model labelled the turn beside it). Every turn's label follows from its claims. Its label of the
+    faithful turn is not asserted: the turn model put it at P(hallucinated) 0.54 on 2026-12-02 (a false alarm)."""
     from vista_dspy.compiled.files import read_program
 
     shipped = read_program("local")
@@ -187,10 +187,12 @@ def test_real_local_model_with_the_default_program_finds_the_invented_figures(tm
     assert {k: verdict["options"][k] for k in shipped.options} == shipped.options
     assert verdict["turns"][1]["label"] == "hallucinated"
     assert any(c["p_unsafe"] is not None for t in verdict["turns"] for c in t["claims"])
-    for turn in verdict["turns"]:  # a turn the turn model called hallucinated says which claims decided it
-        if turn["label"] == "hallucinated" and not any(c["category"] in ("LACKING EVIDENCE", "CONTRADICTED")
-                                                       for c in turn["claims"]):
-            assert turn["explanation"].startswith("Hallucinated by the turn model")
+    for turn in verdict["turns"]:  # coherent: hallucinated iff a claim is unsafe
+        unsafe = [c for c in turn["claims"] if c["category"] in ("LACKING EVIDENCE", "CONTRADICTED")]
+        assert (turn["label"] == "hallucinated") == bool(unsafe), turn
+    invented = [c for c in verdict["turns"][1]["claims"] if "minus 30" in c["claim"]]
+    assert invented and all(c["category"] in ("LACKING EVIDENCE", "CONTRADICTED") for c in invented)
+    assert all("minus 30" in c["explanation"] for c in invented)
 
 
 @pytest.mark.slow

@@ -55,9 +55,9 @@ def test_without_explanations_categorize_is_asked_for_its_category_alone():
     quiet, quiet_engine = judge(dlg, units="sentences", explain_unverified=False)
     assert categories(said.turns[0]) == categories(quiet.turns[0]) == [Category.LACKING_EVIDENCE]
     assert said.turns[0].claims[0].explanation != quiet.turns[0].claims[0].explanation
-    # The cue reading stands in for the judge's essay: how much of the claim the reference holds.
-    assert quiet.turns[0].claims[0].explanation == ("LACKING EVIDENCE by the judge (asked for its label alone); "
-                                                    "33% of its content words are not in the reference.")
+    # The evidence stands in for the judge's essay: the figure no source holds, beside the reference's.
+    assert quiet.turns[0].claims[0].explanation == ("LACKING EVIDENCE by the judge (asked for its label alone): "
+                                                    "no source holds ten (the reference gives seven).")
     # Categorize's signature asks for no explanation, so its prompt is shorter.
     asked = Vista.from_program(None, explain_unverified=False)._questions()["categorize"].signature
     assert list(asked.output_fields) == ["category"]

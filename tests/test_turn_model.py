@@ -1,13 +1,14 @@
-"""Turn decisions that know how many claims a turn has (``decision.TurnModel``), labels that mean what they say (a
-rule never makes VERIFIED a claim the judge found CONTRADICTED), and the numbers the gate reports beside its tests
-(the bootstrap interval of the turn difference, turns per claim count)."""
+"""Turn decisions that know how many claims a turn has (``decision.TurnModel``) and act through the turn's most
+doubtful claim (``decision.turn_flip``), labels that mean what they say (a rule never makes VERIFIED a claim the judge
+found CONTRADICTED), and the numbers the gate reports beside its tests (the bootstrap interval of the turn
+difference, turns per claim count)."""
 
 import dspy
 import pytest
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category, DecisionRule, Vista
-from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnModel, decide, turn_call
+from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnFlip, TurnModel, decide, turn_call, turn_flip
 from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
@@ -34,18 +35,22 @@ def test_the_same_doubt_flags_a_one_claim_turn_but_not_a_six_claim_one():
     assert not six.hallucinated and six.p_hallucinated == pytest.approx(0.6 / 0.4 / 36 / (1 + 0.6 / 0.4 / 36))
 
 
-def test_the_claims_that_decided_a_turn_are_the_fewest_most_doubtful_ones():
+def test_the_turn_model_acts_through_the_most_doubtful_claim_that_may_be_unsafe():
     lenient = TurnModel(features=("noisy_or_logit",), coef=(1.0,), intercept=0.0)
-    # noisy-OR of 0.4, 0.3, 0.2 is 0.664; without any of them it is lower: all three decided it, most doubtful first
-    call = turn_call(lenient, [0.2, 0.4, None, 0.3], ["VERIFIED", "VERIFIED", "ERROR", "OUT-OF-SCOPE"])
-    assert call.hallucinated and call.deciding == (1, 3, 0)
-    # under a model that weighs the count against the turn, a mildly doubtful claim speaks for the turn: only the
-    # most doubtful one decided it (sigmoid(logit 0.9 - 2 log 2) = 0.69; without the 0.1 claim it would be 0.9)
-    call = turn_call(COUNTING, [0.9, 0.1], ["VERIFIED", "VERIFIED"])
-    assert call.hallucinated and call.deciding == (0,)
-    assert turn_call(lenient, [0.1, None], ["VERIFIED", "ERROR"]).hallucinated is False
+    rule = DecisionRule(evidence=_evidence(), turn=lenient)
+    # noisy-OR of 0.4, 0.3, 0.2 is 0.664: hallucinated, through the claim at 0.4 (the ERROR claim has no P(unsafe))
+    flip = turn_flip(rule, [0.2, 0.4, None, 0.3], ["VERIFIED", "VERIFIED", "ERROR", "OUT-OF-SCOPE"])
+    assert flip == TurnFlip(1, pytest.approx(0.664))
+    # the claim at 0.4 is an opinion (it may not be unsafe): the next most doubtful carries the turn
+    assert turn_flip(rule, [0.2, 0.4, None, 0.3], ["VERIFIED", "OUT-OF-SCOPE", "ERROR", "OUT-OF-SCOPE"],
+                     [True, False, False, True]).index == 3
+    # a turn whose every claim is an opinion or a remark has none to act through: it stays with its claims
+    assert turn_flip(rule, [0.9], ["OUT-OF-SCOPE"], [False]) is None
+    # a turn with an unsafe claim follows it; a turn model that finds the turn faithful changes nothing
+    assert turn_flip(rule, [0.9, 0.1], ["LACKING EVIDENCE", "VERIFIED"]) is None
+    assert turn_flip(rule, [0.1, None], ["VERIFIED", "ERROR"]) is None
     assert turn_call(lenient, [None], ["ERROR"]) is None  # nothing decided with a probability
-    assert turn_call(None, [0.9], ["VERIFIED"]) is None
+    assert turn_flip(None, [0.9], ["VERIFIED"]) is None and turn_call(None, [0.9], ["VERIFIED"]) is None
 
 
 def test_a_rule_with_a_turn_model_is_written_with_it_and_one_without_as_before():
@@ -82,29 +87,36 @@ def test_the_deployed_judge_keeps_a_claim_the_judge_contradicted_off_verified():
     program = Vista.from_program()
     program.rule = DecisionRule(judged=judged, evidence=_evidence())
     turn = "Lisbon is not the capital of Portugal <<PV=40>>."
+    document = f"{DOC} <<PV=40>>"  # the marker's letters and figure are in a source: no figure or name is lacking
     with FakeOpenAIServer(logprobs=True) as server:
         lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            verdict = program(dialogue(user("Tell me about Lisbon."), assistant(turn, DOC))).turns[0]
+            verdict = program(dialogue(user("Tell me about Lisbon."), assistant(turn, document))).turns[0]
     claim = verdict.claims[0]
     assert claim.raw_label == "CONTRADICTED" and claim.category == Category.OUT_OF_SCOPE
 
 
-def test_the_deployed_judge_and_the_replay_label_a_turn_by_its_turn_model_and_keep_the_claims_labels():
+def test_the_deployed_judge_and_the_replay_label_a_turn_by_its_turn_model_through_its_most_doubtful_claim():
     # Claims decided by evidence alone (P(unsafe) from the share of uncovered words), none unsafe at 0.99; the turn
-    # model flags a one-claim turn from P 0.5 on.
+    # model flags a one-claim turn from P 0.5 on, and that claim takes the unsafe decision: label, claim and score agree.
     rule = DecisionRule(evidence=_evidence(slope=4.0, threshold=0.99), turn=COUNTING).evidence_only()
     program = Vista.from_program()
     program.rule = rule
     turn = "Lisbon has a famous blue tram."
     with dspy.context(lm=rule_lm(RuleEngine()), adapter=JSONAdapter()):
         verdict = program(dialogue(user("Tell me about Lisbon."), assistant(turn, DOC))).turns[0]
-    assert [c.category for c in verdict.claims] == [Category.VERIFIED]
-    assert verdict.label == "hallucinated"
-    assert "turn model" in verdict.explanation and "claim 1 (P(unsafe)" in verdict.explanation
+    [claim] = verdict.claims
+    assert claim.category == Category.LACKING_EVIDENCE and claim.rule_label == "VERIFIED"
+    assert verdict.label == "hallucinated" and verdict.score == 0.0
+    assert claim.turn_p_hallucinated == pytest.approx(COUNTING.probability([claim.p_unsafe]), abs=1e-4)
+    # its explanation says what decided it and names the words no source holds
+    assert claim.explanation.startswith("LACKING EVIDENCE as the only claim of a turn the turn model finds "
+                                        "hallucinated")
+    assert "no source holds 'famous', 'blue' and 'tram'" in claim.explanation
+    assert verdict.explanation.startswith("Hallucinated through claim 1")
     rows = [ClaimRow(c.claim, c.cues, None, None, "VERIFIED", None) for c in verdict.claims]
     replayed = replay([TurnRows("d", 1, "hallucinated", rows)], rule, judge=False)[0]
-    assert replayed.categories == ["VERIFIED"] and replayed.label == "hallucinated"
+    assert replayed.categories == ["LACKING EVIDENCE"] and replayed.label == "hallucinated"
 
 
 def test_the_turn_model_is_chosen_by_held_out_likelihood_and_sees_the_count_when_the_count_matters():

@@ -12,16 +12,28 @@ EVIDENCE (CONTRADICTED is fitted as LACKING EVIDENCE, the unsafe class):
 
 A claim is unsafe when P(LACKING EVIDENCE) reaches the model's threshold (chosen for claim decisions). Its category
 is then CONTRADICTED if the judge said so (overlap cannot show a contradiction) and LACKING EVIDENCE otherwise; a safe
-claim takes the most probable safe class, except that a claim the judge found CONTRADICTED is never made VERIFIED
-(the rule may overrule the judge's decision, not make a claim supported against the evidence it cites): it takes
-the most probable of the other safe classes.
+claim takes the most probable safe class. Categories mean VISTA's, whatever the weights (the checks, ``evidence.
+CHECKS``, which no fitted model weighs):
+- a claim the judge found CONTRADICTED is never made VERIFIED (the rule may overrule the judge's decision, not make
+  a claim supported against the evidence it cites);
+- an opinion or a speaker's own remark (``opinion_or_remark``) is never VERIFIED: OUT-OF-SCOPE (or ABSTENTION);
+- a factual claim (no remark, opinion or hedge) holding a figure, a date or a name that no source holds
+  (``figures``) is unsafe whatever its P(unsafe) and the judge's label: a factual assertion its sources do not
+  confirm is LACKING EVIDENCE by VISTA's definition (of the 460 annotated dev claims, 32 of the 34 such claims are
+  unsafe; the 11 such sentences of the committed sentences probe all lie in hallucinated turns:
+  ``benchmarks/coherence_replay.py``). A remark, opinion or hedge holding one is only kept off VERIFIED.
+In each case the safe class is then the most probable of OUT-OF-SCOPE and ABSTENTION.
 
-A turn is hallucinated when one of its claims is unsafe. A rule may also hold a ``turn`` model (``TurnModel``): the
-probability that a turn with no unsafe claim is hallucinated all the same, from its claims' P(unsafe) through
-summaries that know how many claims there are (the largest, their noisy-OR, the count), fitted on turn labels.
-"Any claim above a threshold" flags a turn more often the more claims it has; a model that sees the count need not.
-The claims keep their own labels; the turn's explanation names the claims that decided it. (Older programs hold a
-``turn_threshold`` instead: the turn's most doubtful claim made unsafe from that P(unsafe) on, ``most_doubtful``.)
+A turn is hallucinated iff one of its claims is unsafe, in every program. A rule's turn decision acts through the
+claims (``turn_flip``): a ``turn`` model (``TurnModel``: the probability that a turn with no unsafe claim is
+hallucinated all the same, from its claims' P(unsafe) through summaries that know how many claims there are -- the
+largest, their noisy-OR, the count -- fitted on turn labels) or, in older programs, a ``turn_threshold``, makes the
+turn's most doubtful claim (the highest P(unsafe) among the claims that may be unsafe: not a self-description or a
+hedge, ``may_be_unsafe``) unsafe, and that claim says why. "Any claim above a threshold" flags a turn more often the
+more claims it has; a model that sees the count need not. A turn model is asked only about a turn with no unsafe claim: a turn
+whose claim is unsafe is hallucinated (the turn follows its claims; the model was fitted on the other turns only and
+never clears a claim). A turn whose every decided claim is a self-description or a hedge has no claim the turn model
+can act through, and stays faithful.
 The cascade: a claim whose evidence-only P(unsafe) lies outside (``low``, ``high``) is decided by the evidence alone
 and not sent to Verify or Categorize.
 
@@ -43,8 +55,8 @@ from .schema import Category
 
 CLASSES: tuple[str, ...] = ("VERIFIED", "OUT-OF-SCOPE", "ABSTENTION", "LACKING EVIDENCE")
 SAFE_CLASSES: tuple[str, ...] = CLASSES[:3]
-# The safe classes that do not say the sources support the claim: what a claim the judge found CONTRADICTED may
-# become when the rule overrules it.
+# The safe classes that do not say the sources support the claim: what a claim kept off VERIFIED (the judge found it
+# CONTRADICTED, it is an opinion or a remark, or it holds a figure no source holds) may be when the rule calls it safe.
 UNSUPPORTED_SAFE_CLASSES: tuple[str, ...] = CLASSES[1:3]
 UNSAFE_CLASS = "LACKING EVIDENCE"
 CATEGORIZE_LABELS: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
@@ -159,31 +171,76 @@ class TurnModel(BaseModel):
 
 @dataclass(frozen=True)
 class TurnCall:
-    """A turn model's decision on a turn with no unsafe claim: its P(hallucinated) and, when that reaches the
-    threshold, the claims that carried it (``deciding``: indices, most doubtful first)."""
+    """A turn model's decision on a turn with no unsafe claim: its P(hallucinated), and whether that reaches the
+    model's threshold."""
 
     p_hallucinated: float
     hallucinated: bool
-    deciding: tuple[int, ...]
 
 
 def turn_call(model: TurnModel | None, p_unsafe: Sequence[float | None], categories: Sequence[str]
               ) -> TurnCall | None:
     """The turn model's call on a turn (None: no model, no claim decided with a P(unsafe), or a claim already
-    unsafe, which makes the turn hallucinated anyway). The claims that decided a hallucinated call are those whose
-    absence would lower the turn's P(hallucinated), most doubtful first (under a model that weighs the count or the
-    sum against the turn, a mildly doubtful claim speaks for the turn; its most doubtful claim when none does)."""
+    unsafe, which makes the turn hallucinated anyway)."""
     if model is None or any(c in UNSAFE_CATEGORIES for c in categories):
         return None
-    decided = sorted((i for i, p in enumerate(p_unsafe) if p is not None), key=lambda i: -p_unsafe[i])
+    decided = [p for p in p_unsafe if p is not None]
     if not decided:
         return None
-    p = model.probability([p_unsafe[i] for i in decided])
-    if p < model.threshold:
-        return TurnCall(p, False, ())
-    deciding = tuple(i for i in decided if len(decided) > 1
-                     and model.probability([p_unsafe[j] for j in decided if j != i]) < p)
-    return TurnCall(p, True, deciding or (decided[0],))
+    p = model.probability(sorted(decided, reverse=True))
+    return TurnCall(p, p >= model.threshold)
+
+
+@dataclass(frozen=True)
+class TurnFlip:
+    """The claim a rule's turn decision makes unsafe: its index, and the turn model's P(hallucinated) that did it
+    (None: the rule's turn threshold did)."""
+
+    index: int
+    p_hallucinated: float | None = None
+
+
+def turn_flip(rule: DecisionRule | None, p_unsafe: Sequence[float | None], categories: Sequence[str],
+              eligible: Sequence[bool] | None = None) -> TurnFlip | None:
+    """The claim of a turn that ``rule``'s turn decision makes unsafe (its turn threshold, ``most_doubtful``, or its
+    turn model, ``turn_call``): the most doubtful of the claims that may be unsafe (``eligible``; default all); None
+    when the rule leaves the turn to its claims. The deployed judge and every replay call this."""
+    if rule is None:
+        return None
+    index = most_doubtful(rule.turn_threshold, p_unsafe, categories, eligible)
+    if index is not None:
+        return TurnFlip(index)
+    call = turn_call(rule.turn, p_unsafe, categories)
+    if call is None or not call.hallucinated:
+        return None
+    index = most_doubtful(0.0, p_unsafe, categories, eligible)
+    return TurnFlip(index, call.p_hallucinated) if index is not None else None
+
+
+def opinion_or_remark(cues: Mapping[str, float]) -> bool:
+    """An opinion or a speaker's own remark (``evidence.CHECKS``: a speaker speaking of itself, an evaluative word;
+    or the cue of a speaker's own view): OUT-OF-SCOPE in VISTA's terms, never VERIFIED."""
+    return bool(cues.get("own_remark") or cues.get("evaluative") or cues.get("speaker_opinion"))
+
+
+def may_be_unsafe(cues: Mapping[str, float]) -> bool:
+    """Whether a turn's doubt may act through this claim (``turn_flip``): not a speaker's view of itself or a hedge
+    (the cues of a self-description and of a refusal). A unit with a first-person or an evaluative word may: as a
+    sentence it often states facts besides ("I loved Tromsø, which has 200 days of snow"), and keeping the turn
+    model off such units left it unable to act on turns it was fitted to call (the committed sentences probe: 9
+    more misses at the shipped rule, benchmarks/RESULTS.md 'Coherent verdicts')."""
+    return not (cues.get("speaker_opinion") or cues.get("hedge"))
+
+
+def lacks_a_source(cues: Mapping[str, float]) -> bool:
+    """The claim holds a figure, a date or a name that no source holds (``evidence.CHECKS``)."""
+    return bool(cues.get("figure_lacking") or cues.get("name_lacking"))
+
+
+def unsafe_by_its_figures(cues: Mapping[str, float]) -> bool:
+    """A factual claim (not an opinion, a remark or a hedge) holding a figure, a date or a name that no source
+    holds: unsafe whatever the weights say."""
+    return lacks_a_source(cues) and not (opinion_or_remark(cues) or cues.get("hedge"))
 
 
 class DecisionRule(BaseModel):
@@ -198,7 +255,8 @@ class DecisionRule(BaseModel):
     # is hallucinated when any claim is unsafe, so the turn's label needs its most doubtful claim found, while most
     # claims are safe (None: every claim at the model's threshold).
     turn_threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
-    # A turn with no unsafe claim is hallucinated when this model says so (``TurnModel``; None: not without one).
+    # A turn with no unsafe claim is hallucinated, through its most doubtful claim, when this model says so
+    # (``TurnModel``, ``turn_flip``; None: not without an unsafe claim).
     turn: TurnModel | None = None
     # How it was fitted (claims, their source, the model): for reading, not for deciding.
     fitted: dict = Field(default_factory=dict)
@@ -227,14 +285,15 @@ class DecisionRule(BaseModel):
                             fitted={**self.fitted, "evidence_only": True})
 
     def describe(self) -> str:
-        if self.cascade is not None and self.cascade.low >= self.cascade.high:
-            return f"the evidence cues alone decide every claim (unsafe at P >= {self.evidence.threshold:.2f})"
-        parts = [f"decision rule over {'label probabilities and ' if self.judged else ''}evidence cues "
-                 f"(unsafe at P >= {(self.judged or self.evidence).threshold:.2f})"]
-        if self.turn_threshold is not None:
-            parts.append(f"a turn's most doubtful claim unsafe at P >= {self.turn_threshold:.2f}")
+        turn = ([f"a turn's most doubtful claim unsafe at P >= {self.turn_threshold:.2f}"]
+                if self.turn_threshold is not None else [])
         if self.turn is not None:
-            parts.append(f"a turn with no unsafe claim hallucinated by its {self.turn.describe()}")
+            turn.append(f"a turn with no unsafe claim: its most doubtful claim unsafe by its {self.turn.describe()}")
+        if self.cascade is not None and self.cascade.low >= self.cascade.high:
+            return "; ".join([f"the evidence cues alone decide every claim (unsafe at P >= "
+                              f"{self.evidence.threshold:.2f})", *turn])
+        parts = [f"decision rule over {'label probabilities and ' if self.judged else ''}evidence cues "
+                 f"(unsafe at P >= {(self.judged or self.evidence).threshold:.2f})", *turn]
         if self.cascade is not None:
             parts.append(f"cascade: evidence alone decides at P(unsafe) <= {self.cascade.low:.2f} "
                          f"or >= {self.cascade.high:.2f}")
@@ -246,6 +305,10 @@ class Decision:
     category: Category
     p_unsafe: float
     decided_by: DecidedBy
+    # A check of VISTA's categories that changed what the model alone would decide: "lacking" (a figure or a name
+    # no source holds made a factual claim unsafe, or kept a remark off VERIFIED), "remark" (an opinion or a remark
+    # kept off VERIFIED), "contradicted" (the judge's CONTRADICTED kept it off VERIFIED); None otherwise.
+    check: str | None = None
 
 
 def features(cues: Mapping[str, float], verify: Mapping[str, float] | None = None,
@@ -272,11 +335,16 @@ def decide(rule: DecisionRule, cues: Mapping[str, float], verify: Mapping[str, f
     p = model.probabilities(features(cues, verify, categorize))
     p_unsafe = p[UNSAFE_CLASS]
     decided_by: DecidedBy = "rule" if use_judge else "evidence"
+    unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
     if p_unsafe >= model.threshold:
-        unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
         return Decision(unsafe, p_unsafe, decided_by)
-    safe = SAFE_CLASSES if judge_category != "CONTRADICTED" else UNSUPPORTED_SAFE_CLASSES
-    return Decision(Category(max(safe, key=p.__getitem__)), p_unsafe, decided_by)
+    if unsafe_by_its_figures(cues):
+        return Decision(unsafe, p_unsafe, decided_by, "lacking")
+    barred = ("contradicted" if judge_category == "CONTRADICTED" else "lacking" if lacks_a_source(cues)
+              else "remark" if opinion_or_remark(cues) else None)
+    category = max(UNSUPPORTED_SAFE_CLASSES if barred else SAFE_CLASSES, key=p.__getitem__)
+    changed = barred if barred and max(SAFE_CLASSES, key=p.__getitem__) == "VERIFIED" else None
+    return Decision(Category(category), p_unsafe, decided_by, changed)
 
 
 def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | None:
@@ -287,15 +355,15 @@ def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | Non
     return decision if rule.cascade.decides(decision.p_unsafe) else None
 
 
-def most_doubtful(turn_threshold: float | None, p_unsafe: Sequence[float | None], categories: Sequence[str]
-                  ) -> int | None:
+def most_doubtful(turn_threshold: float | None, p_unsafe: Sequence[float | None], categories: Sequence[str],
+                  eligible: Sequence[bool] | None = None) -> int | None:
     """The claim of a turn that a rule's ``turn_threshold`` makes unsafe: the one with the highest P(unsafe) among
-    the claims the rule decided (``p_unsafe`` None: not decided by the rule), when that P reaches the threshold and
-    the claim is not unsafe already; None otherwise (and without a threshold). The deployed judge, replays and the
-    threshold search all call this."""
+    the claims the rule decided (``p_unsafe`` None: not decided by the rule) and that may be unsafe (``eligible``,
+    default all), when that P reaches the threshold and the claim is not unsafe already; None otherwise (and without
+    a threshold)."""
     if turn_threshold is None:
         return None
-    decided = [i for i, p in enumerate(p_unsafe) if p is not None]
+    decided = [i for i, p in enumerate(p_unsafe) if p is not None and (eligible is None or eligible[i])]
     if not decided:
         return None
     top = max(decided, key=lambda i: p_unsafe[i])

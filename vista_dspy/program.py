@@ -26,9 +26,9 @@ import dspy
 
 from . import batching, scoring
 from .batching import Question
-from .claim_verdicts import as_most_doubtful, by_evidence_verdict, claim_verdict, turn_model_explanation
+from .claim_verdicts import by_evidence_verdict, claim_verdict, turn_through_claims
 from .compiled.saving import SavedProgram
-from .decision import DecisionRule, by_evidence, most_doubtful, turn_call
+from .decision import DecisionRule, by_evidence
 from .evidence import evidence_of
 from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
 from .options import JudgeOptions
@@ -338,23 +338,17 @@ class Vista(StagedModule, SavedProgram):
         verdicts: list[ClaimVerdict] = []
         for i, claim in enumerate(claims.claims):
             if i in early:
-                verdicts.append(by_evidence_verdict(self.rule, claim, early[i], cues[i]))
+                verdicts.append(by_evidence_verdict(self.rule, claim, early[i], cues[i], turn_evidence))
             else:
                 j = asked.index(i)
-                verdicts.append(claim_verdict(self.rule, claim, verified[j], categorized.get(j), cues[i]))
+                verdicts.append(claim_verdict(self.rule, claim, verified[j], categorized.get(j), cues[i],
+                                              turn_evidence))
             if i >= first_added:
                 verdicts[-1] = verdicts[-1].model_copy(update={"added_by": "coverage"})
-        call = None
-        if self.rule is not None:
-            p_unsafe, categories = [v.p_unsafe for v in verdicts], [v.category.value for v in verdicts]
-            flip = most_doubtful(self.rule.turn_threshold, p_unsafe, categories)
-            if flip is not None:
-                verdicts[flip] = as_most_doubtful(verdicts[flip], self.rule)
-            call = turn_call(self.rule.turn, p_unsafe, categories)
-        by_turn_model = call is not None and call.hallucinated
+        # A rule's turn decision acts through the turn's most doubtful claim: the label follows from the claims.
+        verdicts, turn_explanation = turn_through_claims(self.rule, verdicts, turn_evidence)
         return scoring.turn_verdict(
-            index, turn, verdicts, label="hallucinated" if by_turn_model else None,
-            explanation=turn_model_explanation(call, verdicts) if by_turn_model else None,
+            index, turn, verdicts, explanation=turn_explanation,
             error=claims.error, contradiction=contradiction, claims_source=claims.source, knowledge=knowledge,
             duplicates_removed=claims.removed, ungrounded=list(claims.ungrounded),
             empty_decomposition=(claims.source == "decomposed" and claims.error is None and not claims.claims

@@ -279,11 +279,13 @@ class ClaimVerdict(_Record):
     # The chain of decisions behind a rule's ``category`` (the explanation is one sentence; these are its steps):
     # the judge's own reason when the explanation is not it; the P(unsafe) from which the deciding model calls a
     # claim unsafe (beside ``p_unsafe``); what the rule decided for the claim alone; and, when the claim was made
-    # unsafe as its turn's most doubtful claim, the turn threshold its P(unsafe) reached.
+    # unsafe as its turn's most doubtful claim (``decision.turn_flip``), the turn threshold its P(unsafe) reached or
+    # the turn model's P(hallucinated) of its turn.
     judge_explanation: str | None = None
     threshold: float | None = None
     rule_label: str | None = None
     turn_threshold: float | None = None
+    turn_p_hallucinated: float | None = None
 
 
 class ContradictionVerdict(_Record):
@@ -306,8 +308,8 @@ class TurnVerdict(_Record):
     # single document, none for a turn judged against the knowledge store alone.
     passages: list[str] = Field(default_factory=list)
     contradiction: ContradictionVerdict | None = None
-    # A holistic judge's reason for the whole turn (LLM-as-Judge baseline), or why a rule's turn model called a turn
-    # with no unsafe claim hallucinated (naming the claims that decided it); empty otherwise.
+    # A holistic judge's reason for the whole turn (LLM-as-Judge baseline), or which claim a rule's turn model made
+    # unsafe in a turn with no unsafe claim (the turn's label still follows from its claims); empty otherwise.
     explanation: str | None = None
     duplicates_removed: int = 0
     # Decomposed claims that the turn and what precedes it do not contain: dropped, neither judged nor stored.

@@ -102,7 +102,7 @@ ExplainVerifiedOption = Annotated[Optional[bool], typer.Option(
          + SAVED.format("off"), show_default=False)]
 ExplainUnverifiedOption = Annotated[Optional[bool], typer.Option(
     help="Categorize writes a short explanation before its category (the paper's method). Off: its category alone, "
-         "and the claim's explanation reads its evidence cues (for runs whose explanations no one reads: about a "
+         "and the claim's explanation cites its evidence (for runs whose explanations no one reads: about a "
          "third of the tokens the local model writes). Per-claim judging only." + SAVED.format("on"),
     show_default=False)]
 

@@ -24,8 +24,8 @@ from ..decision import (
     by_evidence,
     decide,
     feature_matrix,
-    most_doubtful,
-    turn_call,
+    may_be_unsafe,
+    turn_flip,
 )
 from ..evidence import CUES
 from ..schema import Category, Dialogue, DialogueVerdict
@@ -117,8 +117,9 @@ class TurnDecision:
 def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True) -> TurnDecision:
     """A turn's claims decided as the deployed program decides them: the judge's labels (no rule), or the rule --
     the cascade first, then the judged model where Verify's probabilities exist (``judge``: the judge was asked at
-    all; False is the evidence baseline), then the turn's most doubtful claim (``decision.most_doubtful``) or the
-    rule's turn model (``decision.turn_call``: the claims keep their categories, the turn its label)."""
+    all; False is the evidence baseline), then the rule's turn decision through the turn's most doubtful claim
+    (``decision.turn_flip``: its turn threshold or turn model makes that claim unsafe); the turn's label follows from
+    its claims."""
     from ..scoring import turn_label
 
     categories: list[str] = []
@@ -134,14 +135,10 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
         categories.append(category)
         p_unsafe.append(None if p is None else round(p, 4))  # as a verdict records it
         evidence_only.append(alone)
-    call = None
-    if rule is not None:
-        flip = most_doubtful(rule.turn_threshold, p_unsafe, categories)
-        if flip is not None:
-            categories[flip] = "CONTRADICTED" if turn.rows[flip].judge == "CONTRADICTED" else UNSAFE_CLASS
-        call = turn_call(rule.turn, p_unsafe, categories)
-    label = ("hallucinated" if call is not None and call.hallucinated
-             else turn_label([Category(c) for c in categories], failed=turn.unjudged))
+    flip = turn_flip(rule, p_unsafe, categories, [may_be_unsafe(row.cues) for row in turn.rows])
+    if flip is not None:
+        categories[flip.index] = "CONTRADICTED" if turn.rows[flip.index].judge == "CONTRADICTED" else UNSAFE_CLASS
+    label = turn_label([Category(c) for c in categories], failed=turn.unjudged)
     return TurnDecision(turn, categories, p_unsafe, evidence_only, label)
 
 

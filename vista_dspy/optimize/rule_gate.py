@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..decision import UNSAFE_CATEGORIES, Band, DecisionRule, most_doubtful
+from ..decision import UNSAFE_CATEGORIES, Band, DecisionRule, may_be_unsafe, most_doubtful, unsafe_by_its_figures
 from .cross_fitting import random_halves
 from .gate import TURN_MARGIN, Gate, PairedTest
 from .judged_turns import TurnRows
@@ -43,16 +43,18 @@ if TYPE_CHECKING:
 
 def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | None) -> list[tuple[list[str], str]]:
     """Per turn: each claim's category as safe / unsafe (VERIFIED standing for any safe class; a claim the rule did
-    not decide keeps its category) and the turn's label, with the claims' P(unsafe) cut at ``claim`` and the turn's
-    most doubtful claim at ``turn``: the deployed rule's arithmetic (``most_doubtful``, ``scoring.turn_label``)."""
+    not decided keeps its category) and the turn's label, with the claims' P(unsafe) cut at ``claim`` (a factual claim
+    whose figure or name no source holds unsafe at any P, ``decision.unsafe_by_its_figures``) and the turn's most
+    doubtful claim that may be unsafe at ``turn``: the deployed rule's arithmetic (``most_doubtful``,
+    ``scoring.turn_label``)."""
     from ..schema import Category
     from ..scoring import turn_label
 
     out = []
     for d in decided:
-        categories = [c if p is None else "LACKING EVIDENCE" if p >= claim else "VERIFIED"
-                      for p, c in zip(d.p_unsafe, d.categories)]
-        flip = most_doubtful(turn, d.p_unsafe, categories)
+        categories = [c if p is None else "LACKING EVIDENCE" if p >= claim or unsafe_by_its_figures(r.cues)
+                      else "VERIFIED" for p, c, r in zip(d.p_unsafe, d.categories, d.turn.rows)]
+        flip = most_doubtful(turn, d.p_unsafe, categories, [may_be_unsafe(r.cues) for r in d.turn.rows])
         if flip is not None:
             categories[flip] = "LACKING EVIDENCE"
         out.append((categories, turn_label([Category(c) for c in categories], failed=d.turn.unjudged)))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..decision import TURN_FEATURES, UNSAFE_CATEGORIES, TurnModel
+from ..decision import TURN_FEATURES, UNSAFE_CATEGORIES, TurnModel, unsafe_by_its_figures
 
 # The candidates, each a set of summaries (``decision.TURN_FEATURES``); the first is what a single threshold on the
 # most doubtful claim can express, the others know how many claims the turn has.
@@ -45,7 +45,10 @@ class TurnExample:
 
 def examples(decided: Sequence[Any], claim_threshold: float | None = None) -> list[TurnExample]:
     """The turns of ``decided`` (``rule_fitting.TurnDecision``) a turn model decides: a gold label, a claim with a
-    P(unsafe), no unsafe claim (at ``claim_threshold`` when given, else as decided)."""
+    P(unsafe), no unsafe claim (at ``claim_threshold`` when given -- with the factual claims whose figure or name no
+    source holds, ``decision.unsafe_by_its_figures`` --, else as decided). (A turn whose decided claims are all
+    self-descriptions or hedges is fitted on too, although the model cannot act through any of its claims
+    (``decision.turn_flip``): the shipped turn models were fitted so.)"""
     out = []
     for d in decided:
         if d.turn.gold_label not in ("hallucinated", "faithful"):
@@ -54,8 +57,8 @@ def examples(decided: Sequence[Any], claim_threshold: float | None = None) -> li
         if not ps:
             continue
         unsafe = (any(c in UNSAFE_CATEGORIES for c, p in zip(d.categories, d.p_unsafe) if p is None)
-                  or (max(ps) >= claim_threshold if claim_threshold is not None
-                      else any(c in UNSAFE_CATEGORIES for c in d.categories)))
+                  or (max(ps) >= claim_threshold or any(unsafe_by_its_figures(r.cues) for r in d.turn.rows)
+                      if claim_threshold is not None else any(c in UNSAFE_CATEGORIES for c in d.categories)))
         if not unsafe:
             out.append(TurnExample(tuple(ps), d.turn.gold_label == "hallucinated", d.turn.dialogue_id,
                                    d.turn.turn_index))

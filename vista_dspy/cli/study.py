@@ -1,0 +1,184 @@
+"""`vista study` (a priced optuna study of a program's choices: accuracy against cost per judged turn) and
+`vista study-page` (its page from committed results)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..lm.server import DEFAULT_PORT
+from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
+from .app import app
+from .common import (
+    ApiBaseOption,
+    DataDirOption,
+    GgufOption,
+    ModelOption,
+    ParseRetriesOption,
+    PortOption,
+    StopAfterOption,
+    dspy_context,
+    err,
+    fail,
+    model_setup,
+    run_errors,
+)
+from .compile import PARTS_HELP, ScoringThreadsOption, study_pool
+
+NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
+NDevOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")]
+@app.command()
+def study(
+    context: typer.Context,
+    model: ModelOption = None,
+    trials: Annotated[int, typer.Option(min=1, help="Total trials wanted; a study resumed from --storage runs only "
+                                                    "the missing ones.")] = 12,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite:///STUDY_NAME.db under "
+                                                        "the cache folder, ~/.cache/vista-dspy/studies: outside the "
+                                                        "repository, resumable).", show_default=False)] = None,
+    study_name: Annotated[Optional[str], typer.Option(help="Study name in the storage (default: "
+                                                           "vista-<model>).")] = None,
+    dev: Annotated[str, typer.Option(help="The labelled dialogues every trial is judged on: suite:compile (the "
+                                          "instrument's compile part) or DATASET[:part]. " + PARTS_HELP)
+                   ] = "suite:compile",
+    train: Annotated[str, typer.Option(help="Human-annotated dialogues the demo pool is built from (DATASET[:part]), "
+                                            "or none: every demo a starting program's own.")] = "vista-human:pool",
+    n_train: NTrainOption = None,
+    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many --dev dialogues (a DATASET "
+                                                             "only).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the samples, the sampler and the bootstrap.")] = 0,
+    price: Annotated[Optional[str], typer.Option(help="The cost objective: time (the server's own seconds per "
+                                                      "judged turn; default for the embedded model and an "
+                                                      "--api-base) or dollars (litellm's cost map, per 1,000 judged "
+                                                      "turns; default for a hosted model).", show_default=False)
+                     ] = None,
+    designs: Annotated[bool, typer.Option(help="A new study first measures the seed and the shipped program, then "
+                                               "the seed with one choice changed at a time, then samples with "
+                                               "TPE.")] = True,
+    export: Annotated[Optional[Path], typer.Option(help="Write the study's result here (JSON: every trial's choices, "
+                                                        "both objectives, intervals; no dataset text): the committed "
+                                                        "data `vista study-page` and `vista compile --budget` read.",
+                                                   show_default=False)] = None,
+    report: Annotated[Optional[Path], typer.Option(help="Also write the study page (HTML) here.",
+                                                   show_default=False)] = None,
+    data_dir: DataDirOption = None,
+    api_base: ApiBaseOption = None,
+    gguf: GgufOption = None,
+    port: PortOption = DEFAULT_PORT,
+    threads: ScoringThreadsOption = None,
+    cache: Annotated[bool, typer.Option(help="Cache the demo pool's LM answers (trials are always judged with the "
+                                             "cache off: each is priced by the calls it makes).")] = True,
+    parse_retries: ParseRetriesOption = PARSE_RETRIES,
+    stop_after: StopAfterOption = STOP_AFTER,
+) -> None:
+    """A priced study of per-model prompt choices: each trial a candidate program judged on --dev, measured on two
+    objectives, balanced turn accuracy and the cost of a judged turn, by optuna's multi-objective TPE. The choices:
+    per stage how many demos and whose, the units (claims or sentences), label-only answers, the judging mode, the
+    starting program (the seed or the model's shipped one) and its cascade band. Prints the Pareto front; --export
+    writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws."""
+    import optuna
+
+    from ..data import InputError
+    from ..lm.clients.cache import use_cache_for
+    from ..lm.models import program_for_model, program_name_for
+    from ..optimize.pricing import price_for, price_named
+    from ..optimize.study import DESIGNS, base_params, default_storage, program_judge, run_study, search_space
+    from ..optimize.study_result import export as export_result
+    from ..program import Vista
+    from .train_dev import objective_data, pool_dialogues
+
+    try:
+        data = objective_data(dev, data_dir, seed, n_dev)
+        pooled = pool_dialogues(train, data_dir, seed, n_train)
+        chosen_price = price_named(price) if price else price_for(model, api_base)
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    if pooled is not None and {d.id for d in pooled[0]} & {d.id for d in data.dialogues}:
+        raise fail("--train and --dev share dialogues; use disjoint parts")
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
+    config = lm_setup.config
+    use_cache_for(config)
+    name = program_name_for(model)
+    study_name = study_name or f"vista-{name}"
+    storage = storage or default_storage(study_name)
+    endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens,
+                "label_probabilities": lm_setup.label_probabilities}
+    bases = {"seed": Vista.from_program(None, **endpoint)}
+    shipped = program_for_model(model)
+    if shipped != "seed":
+        bases[shipped] = Vista.from_program(shipped, **endpoint)
+    lm_setup.judging_with(bases["seed"])
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    log = lambda message: err.print(message, highlight=False)  # noqa: E731
+    err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
+              f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
+    with run_errors(ValueError), lm_setup.server, dspy_context(config), \
+            CallFailures(parse_retries, stop_after).active():
+        pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
+        space = search_space(bases, pool)
+        starts = {"seed": base_params("seed", bases["seed"], space)}
+        if shipped in bases:
+            starts["shipped"] = base_params(shipped, bases[shipped], space)
+        found = run_study(program_judge(bases, pool, data, threads=threads or lm_setup.threads, log=log), data,
+                          chosen_price, space=space, starts=starts, trials=trials, storage=storage,
+                          study_name=study_name, seed=seed, designs=DESIGNS if designs else (), bases=bases,
+                          record={"model": config.model, "model_name": name, "pool": record,
+                                  "programs": {k: b.content_hash() for k, b in bases.items()}}, log=log)
+    result = export_result(found, command=_command_line(context))
+    _print_front(result)
+    if export is not None:
+        err.print(f"study result: {result.save(export)}", highlight=False)
+    if report is not None:
+        from ..experiments.study_page import write_study_page
+
+        err.print(f"study page: {write_study_page([result], report)}", highlight=False)
+
+
+def _command_line(context) -> str:
+    """The command as typed: its name and the options given on the command line (a study result records it)."""
+    parts = ["vista", context.info_name or "study"]
+    for param in context.command.params:
+        source = context.get_parameter_source(param.name)
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        value = context.params[param.name]
+        if isinstance(value, bool):
+            parts.append(param.opts[0] if value or not param.secondary_opts else param.secondary_opts[0])
+        else:
+            parts += [param.opts[0], str(value)]
+    return " ".join(parts)
+
+
+def _print_front(result) -> None:
+    """The Pareto front, cheapest first, on stdout."""
+    console = Console()
+    unit = result.price_model.unit
+    console.print(f"Pareto front of {result.study} ({len(result.completed())} trials completed; cost in {unit}):",
+                  highlight=False)
+    for trial in result.front():
+        o = trial.outcome
+        console.print(f"  trial {trial.number}{' [' + ', '.join(trial.marks) + ']' if trial.marks else ''}: "
+                      f"balanced accuracy {o.balanced_accuracy:.3f} [{o.balanced_accuracy_interval[0]:.3f}, "
+                      f"{o.balanced_accuracy_interval[1]:.3f}], cost {o.cost:.4g} [{o.cost_interval[0]:.4g}, "
+                      f"{o.cost_interval[1]:.4g}]; {result.changes(trial) or 'the seed'}", highlight=False)
+
+
+@app.command(name="study-page")
+def study_page_command(
+    results: Annotated[list[Path], typer.Argument(help="Study results (`vista study --export`); two or more are "
+                                                       "drawn side by side too.", show_default=False)],
+    out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("study.html"),
+) -> None:
+    """The study page from committed study results, with no LM: each study's trials and Pareto front, the seed and
+    the shipped program marked, the front's table with both objectives and their intervals, what each choice did."""
+    from ..experiments.study_page import write_study_page
+    from ..optimize.study_result import StudyResult
+
+    try:
+        loaded = [StudyResult.load(path) for path in results]
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    err.print(f"study page: {write_study_page(loaded, out)}", highlight=False)
