@@ -73,6 +73,8 @@ def load_suite(paths: dict[str, Path], part: str = "all", suite: dict[str, Any] 
     suite = suite or read_suite()
     out: dict[str, list[Dialogue]] = {}
     for name, record in suite["datasets"].items():
+        if name not in paths:
+            continue
         path = paths[name]
         loaded = load_benchmark(name, path) if name in BENCHMARKS else load_dialogues(path, "vista")
         by_id = {d.id: d for d in loaded}

@@ -75,11 +75,16 @@ def parse_datasets(spec: str, data_dir: Path) -> dict[str, Path]:
     return chosen
 
 
-def suite_paths(data_dir: Path) -> dict[str, Path]:
-    """Where each dataset of the instrument (``data/suite.json``) is read from."""
+def suite_paths(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, Path]:
+    """Where each dataset of the instrument (``data/suite.json``) is read from; ``names``: only those."""
     from ..data.suite import suite_datasets
 
-    return {name: dataset_path(name, data_dir) for name in suite_datasets()}
+    known = suite_datasets()
+    unknown = [n for n in names or () if n.strip() not in known]
+    if unknown:
+        raise ValueError(f"not a dataset of the suite: {', '.join(unknown)}; its datasets: {', '.join(known)}")
+    wanted = [n.strip() for n in names] if names else known
+    return {name: dataset_path(name, data_dir) for name in known if name in wanted}
 
 
 def dataset_path(name: str, data_dir: Path) -> Path:
