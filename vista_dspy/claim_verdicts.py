@@ -45,11 +45,13 @@ def claim_verdict(rule: DecisionRule | None, claim: str | GoldClaim, verified: S
                              "decided_by": decision.decided_by, "threshold": _threshold(rule, decision),
                              "rule_label": decision.category.value}
     if decision.category.value != raw:  # the sentence says why; the judge's own reason is kept beside it
-        reason = main_reason(rule, decision.decided_by, decision.category.value, cues, verify, categorize)
+        reason = main_reason(rule, decision.decided_by, decision.category.value, cues, verify, categorize,
+                             probabilities=decision.probabilities)
         chain["judge_explanation"] = explanation or None
         explanation = explanations.overruled(decision.category.value, raw, reason)
     elif label_alone:
-        explanation = explanations.agreed(raw, main_reason(rule, decision.decided_by, raw, cues, verify, categorize))
+        explanation = explanations.agreed(raw, main_reason(rule, decision.decided_by, raw, cues, verify, categorize,
+                                                           probabilities=decision.probabilities))
     return ClaimVerdict(category=decision.category, explanation=explanation, stage=stage, **chain, **common)
 
 
@@ -57,7 +59,7 @@ def by_evidence_verdict(rule: DecisionRule, claim: str | GoldClaim, decision: De
                         ) -> ClaimVerdict:
     """A claim the cascade decided by its evidence alone: no LM call; its explanation names the cue that decided."""
     text, gold = (claim.text, claim.category) if isinstance(claim, GoldClaim) else (claim, None)
-    reason = main_reason(rule, "evidence", decision.category.value, cues)
+    reason = main_reason(rule, "evidence", decision.category.value, cues, probabilities=decision.probabilities)
     return ClaimVerdict(claim=text, gold_category=gold, category=decision.category, stage="evidence",
                         explanation=explanations.by_evidence(decision.category.value, reason),
                         cues=cues, p_unsafe=round(decision.p_unsafe, 4), decided_by="evidence",

@@ -32,8 +32,9 @@ all call it.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
@@ -87,7 +88,7 @@ class LinearModel(BaseModel):
 
     def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
         x = [values[f] for f in self.features]
-        scores = [b + sum(w * v for w, v in zip(row, x)) for row, b in zip(self.coef, self.intercept)]
+        scores = [b + sum(map(operator.mul, row, x)) for row, b in zip(self.coef, self.intercept)]
         top = max(scores)
         exp = [math.exp(s - top) for s in scores]
         total = sum(exp)
@@ -246,6 +247,7 @@ class Decision:
     category: Category
     p_unsafe: float
     decided_by: DecidedBy
+    probabilities: Mapping[str, float] = field(default_factory=dict, compare=False)  # the deciding model's, by class
 
 
 def features(cues: Mapping[str, float], verify: Mapping[str, float] | None = None,
@@ -274,9 +276,9 @@ def decide(rule: DecisionRule, cues: Mapping[str, float], verify: Mapping[str, f
     decided_by: DecidedBy = "rule" if use_judge else "evidence"
     if p_unsafe >= model.threshold:
         unsafe = Category.CONTRADICTED if judge_category == "CONTRADICTED" else Category.LACKING_EVIDENCE
-        return Decision(unsafe, p_unsafe, decided_by)
+        return Decision(unsafe, p_unsafe, decided_by, p)
     safe = SAFE_CLASSES if judge_category != "CONTRADICTED" else UNSUPPORTED_SAFE_CLASSES
-    return Decision(Category(max(safe, key=p.__getitem__)), p_unsafe, decided_by)
+    return Decision(Category(max(safe, key=p.__getitem__)), p_unsafe, decided_by, p)
 
 
 def by_evidence(rule: DecisionRule, cues: Mapping[str, float]) -> Decision | None:

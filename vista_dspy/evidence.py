@@ -11,6 +11,7 @@ in [0, 1].
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,8 +64,8 @@ class TurnEvidence:
     def of(cls, reference: str | None, knowledge: Sequence[str], history: Sequence[str]) -> TurnEvidence:
         """``reference``: the turn's document (None: judged against the store alone); ``knowledge``: the store as
         the turn is judged against it; ``history``: the texts of the turns before it."""
-        return cls(frozenset(content_words(reference or "")), frozenset(content_words(" ".join(knowledge))),
-                   frozenset(content_words(" ".join(history))))
+        return cls(_source_words(reference or ""), _source_words(" ".join(knowledge)),
+                   _source_words(" ".join(history)))
 
     def cues(self, claim: str, *, added: bool = False) -> dict[str, float]:
         """The claim's cue values, by ``CUES`` name; ``added``: the claim is a sentence that coverage added."""
@@ -74,7 +75,7 @@ class TurnEvidence:
         def uncovered(*sources: frozenset[str]) -> float:
             if not words:
                 return 0.0
-            return sum(not any(w in s for s in sources) for w in words) / len(words)
+            return len(words.difference(*sources)) / len(words)
 
         speaker = bool(_SPEAKER.search(lower))
         opinion = bool(_OPINION.search(lower))
@@ -94,6 +95,13 @@ class TurnEvidence:
             "question": float("?" in claim),
             "coverage": float(added),
         }
+
+
+@functools.lru_cache(maxsize=64)
+def _source_words(text: str) -> frozenset[str]:
+    """A source's content words: the same document, store and history come back for every claim of a turn and for
+    every completion of a prompt (a reward's batch), and reading a long one costs more than the claim's cues."""
+    return frozenset(content_words(text))
 
 
 def evidence_of(dialogue: Dialogue, index: int, knowledge: Sequence[str]) -> TurnEvidence:

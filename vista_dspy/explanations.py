@@ -44,19 +44,21 @@ _FLAGS = {
 
 def main_reason(rule: DecisionRule, decided_by: str, category: str, cues: Mapping[str, float],
                 verify: Mapping[str, float] | None = None, categorize: Mapping[str, float] | None = None,
-                against: str | None = None) -> str:
+                against: str | None = None, probabilities: Mapping[str, float] | None = None) -> str:
     """The main reason, in words, why ``rule``'s model (``decided_by``: "rule" for the judged model, "evidence" for
     the evidence model) put the claim in ``category`` rather than ``against`` (default: the most probable class on
-    the other side of the unsafe threshold)."""
+    the other side of the unsafe threshold). ``probabilities``: that model's class probabilities for these inputs
+    when the caller has them already (``Decision.probabilities``)."""
     model = rule.judged if decided_by == "rule" and rule.judged is not None else rule.evidence
     values = features(cues, verify, categorize)  # what ``decision.decide`` gave the model
     unsafe = category in UNSAFE_CATEGORIES
     decided = UNSAFE_CLASS if unsafe else category
     if against is None or against in UNSAFE_CATEGORIES:
-        p = model.probabilities(values)
+        p = probabilities or model.probabilities(values)
         against = max(SAFE_CLASSES, key=p.__getitem__) if unsafe else UNSAFE_CLASS
-    rows = {c: dict(zip(model.features, row)) for c, row in zip(model.classes, model.coef)}
-    push = {f: (rows[decided][f] - rows[against][f]) * (values[f] - _neutral(f)) for f in model.features}
+    rows = dict(zip(model.classes, model.coef))
+    push = {f: (mine - other) * (values[f] - _neutral(f))
+            for f, mine, other in zip(model.features, rows[decided], rows[against])}
     if not any(push.values()):
         return "of the rule's prior alone (no input of it moved the decision)"
     strongest = max(push, key=push.__getitem__)
