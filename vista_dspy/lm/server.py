@@ -269,6 +269,10 @@ class LocalServer:
             self.stop()
             raise
 
+    @property
+    def url(self) -> str:
+        return self.settings.url
+
     def _prepare_warm_start(self) -> None:
         """Settle the thread count here (the key depends on it) and point the server at its slot directory."""
         threads = self.settings.threads or auto_threads(os.cpu_count() or 2, other_servers())
@@ -304,6 +308,26 @@ class LocalServer:
         if died:  # the run failed because the server is gone (killed, out of memory): say that first
             raise LocalServerError(f"the embedded model server exited with code {self.process.returncode} during "
                                    f"the run (see {self.log}). {exc}") from exc
+
+
+@dataclass(frozen=True)
+class LocalServerSpec:
+    """What starts the embedded server somewhere else (a Ray node, ``run.distributed.NodeServers``): called with a
+    port, the ``LocalServer`` of these settings on it -- reusing a server of the same model already there."""
+
+    settings: ServerSettings
+    warm_start: bool = False
+    program_key: str = ANY_PROGRAM
+
+    def __call__(self, port: int) -> LocalServer:
+        server = LocalServer(dataclasses.replace(self.settings, port=port), warm_start=self.warm_start)
+        server.program_key = self.program_key
+        return server
+
+    @classmethod
+    def of(cls, server: LocalServer) -> LocalServerSpec:
+        """The spec that starts servers as ``server`` would be started (its settings, warm start and program)."""
+        return cls(server.settings, server.warm_start, server.program_key)
 
 
 def register_local_model(max_tokens: int) -> None:
