@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -115,15 +116,17 @@ class RayBackend:
         actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=WORKER_CPUS,
                            scheduling_strategy="SPREAD")(JudgeActor)
         policy = failures or CallFailures()
-        registry = None
-        if self.node_servers is not None:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            # On the driver's node (its loss ends the run anyway), so that it outlives any worker node.
-            registry = ray.remote(num_cpus=0, max_concurrency=64)(ServerRegistry).options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
-                                                                   soft=False)).remote(self.node_servers)
-        actors = [actor.remote(self.worker_config(i), spec, policy.parse_retries, policy.stop_after, registry)
+        # The run's coordinator, on the driver's node (whose loss ends the run anyway): it outlives any worker node,
+        # and a worker started again elsewhere finds it by name. (A worker given the program or an actor handle as
+        # an argument would depend on Ray keeping them for its restart, and Ray warns so on every run.)
+        name = f"vista-run-{uuid.uuid4().hex[:12]}"
+        coordinator = ray.remote(num_cpus=0, max_concurrency=64)(Coordinator).options(
+            name=name, scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                                                          soft=False)).remote(spec,
+                                                                                              self.node_servers)
+        actors = [actor.remote(self.worker_config(i), name, policy.parse_retries, policy.stop_after)
                   for i in range(self.workers)]
         seen: set[str] = set()
         self.judged_on.clear()
@@ -143,17 +146,16 @@ class RayBackend:
         finally:
             for handle in actors:
                 ray.kill(handle)
-            if registry is not None:
-                with contextlib.suppress(ray.exceptions.RayError):
-                    self.servers = ray.get(registry.stop.remote(), timeout=60)
-                ray.kill(registry)
+            with contextlib.suppress(ray.exceptions.RayError):
+                self.servers = ray.get(coordinator.stop.remote(), timeout=60)
+            ray.kill(coordinator)
             if started_here:
                 ray.shutdown()
 
 
 def _first_cause(exc: BaseException) -> BaseException:
-    """The error a worker raised, under the Ray task errors that carried it (a worker's call to the node's server
-    registry nests one in another)."""
+    """The error a worker raised, under the Ray task errors that carried it (a worker's call to the coordinator for
+    its node's server nests one in another)."""
     import ray
 
     while isinstance(exc, ray.exceptions.RayTaskError) and exc.cause is not None and exc.cause is not exc:
@@ -188,26 +190,31 @@ def build_judge(spec: dict[str, Any]) -> StagedModule:
 
 
 class JudgeActor:
-    """One worker: its own LM client and judge, built in its own process; with a server registry, its endpoint is its
-    node's server (asked for when the first dialogue comes, so a worker started again on another node finds that
-    node's)."""
+    """One worker: its own LM client and judge, built in its own process from what the run's ``Coordinator`` (found
+    by ``coordinator``, its name) holds; with node servers, its endpoint is its node's server (asked for when the
+    first dialogue comes, so a worker started again on another node finds that node's)."""
 
-    def __init__(self, config: ModelConfig, judge: dict[str, Any], parse_retries: int, stop_after: int | None,
-                 registry: Any = None) -> None:
+    def __init__(self, config: ModelConfig, coordinator: str, parse_retries: int, stop_after: int | None) -> None:
         import ray
 
         self.node = ray.get_runtime_context().get_node_id()
-        self.config, self.registry = config, registry
-        self.program = build_judge(judge)
+        self.coordinator = ray.get_actor(coordinator)
+        spec, self.node_servers = ray.get(self.coordinator.judging.remote())
+        self.config = config
+        self.program = build_judge(spec)
         self.failures = CallFailures(parse_retries, stop_after)
         self.lm = self.adapter = None
-        if registry is None:
-            self._connect(config)
 
-    def _connect(self, config: ModelConfig) -> None:
+    def _connect(self) -> None:
+        import ray
+
         from ..lm.clients.cache import use_cache_for
         from ..lm.server import LOCAL_MODEL, register_local_model
 
+        config = self.config
+        if self.node_servers:
+            url = ray.get(self.coordinator.url_for.remote(self.node, ray.util.get_node_ip_address()))
+            config = dataclasses.replace(config, api_base=url)
         if config.model == LOCAL_MODEL:  # as local_model_config does in the driver: llama.cpp enforces the schema
             register_local_model(config.max_tokens)
         use_cache_for(config)
@@ -216,11 +223,9 @@ class JudgeActor:
     def judge(self, dialogue_json: str) -> tuple[str, str]:
         """(this worker's node id, the dialogue's verdict as JSON)."""
         import dspy
-        import ray
 
         if self.lm is None:
-            url = ray.get(self.registry.url_for.remote(self.node, ray.util.get_node_ip_address()))
-            self._connect(dataclasses.replace(self.config, api_base=url))
+            self._connect()
         dialogue = Dialogue.model_validate_json(dialogue_json)
         with dspy.context(lm=self.lm, adapter=self.adapter), self.failures.active():
             verdict = self.program(dialogue)
@@ -251,16 +256,22 @@ class NodeServer:
             self.url = None
 
 
-class ServerRegistry:
-    """One ``NodeServer`` per node, started on the node when its first worker asks (``url_for``), its URL handed to
-    every worker there; ``stop`` ends them all. Runs as a threaded actor: workers of several nodes ask at once."""
+class Coordinator:
+    """What the workers of a run ask the driver's node for: the judge's program (``judging``) and, with node servers,
+    their node's server (``url_for``: one ``NodeServer`` per node, started on the node when its first worker asks,
+    its URL handed to every worker there); ``stop`` ends the servers. A threaded actor: workers ask at once."""
 
-    def __init__(self, servers: NodeServers) -> None:
+    def __init__(self, spec: dict[str, Any], servers: NodeServers | None) -> None:
+        self.spec = spec
         self.servers = servers
         self.started: dict[str, tuple[Any, str]] = {}  # node id -> (its NodeServer actor, URL)
         self.on_machine: Counter = Counter()  # node IP -> servers started there
         self.lock = threading.Lock()
         self.node_locks: dict[str, threading.Lock] = {}
+
+    def judging(self) -> tuple[dict[str, Any], bool]:
+        """(the judge's spec, whether workers judge with their node's server)."""
+        return self.spec, self.servers is not None
 
     def url_for(self, node_id: str, ip: str) -> str:
         import ray
