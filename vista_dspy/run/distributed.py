@@ -101,6 +101,7 @@ class RayBackend:
         spec = judge_spec(judge)
         ray = import_ray()
         from ray.util import ActorPool
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         started_here = not ray.is_initialized()
         if started_here:
@@ -116,8 +117,6 @@ class RayBackend:
         actor = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=WORKER_CPUS,
                            scheduling_strategy="SPREAD")(JudgeActor)
         policy = failures or CallFailures()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         # The run's coordinator, on the driver's node (whose loss ends the run anyway): it outlives any worker node,
         # and a worker started again elsewhere finds it by name. (A worker given the program or an actor handle as
         # an argument would depend on Ray keeping them for its restart, and Ray warns so on every run.)
@@ -301,8 +300,9 @@ class Coordinator:
         """Stop every node's server (those of lost nodes are gone already); returns their URLs by node id."""
         import ray
 
-        for server, _ in self.started.values():
+        stopping = [(server, server.stop.remote()) for server, _ in self.started.values()]  # all at once
+        for server, stopped in stopping:
             with contextlib.suppress(ray.exceptions.RayError):
-                ray.get(server.stop.remote(), timeout=30)
+                ray.get(stopped, timeout=30)
             ray.kill(server)
         return {node: url for node, (_, url) in self.started.items()}
