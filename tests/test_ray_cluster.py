@@ -2,7 +2,7 @@
 nodes, each with its own raylet and object store) judging with the fake OpenAI-compatible server. A worker node lost
 mid-run -- a replacement joining, then every worker node lost with none joining -- and `vista evaluate --backend ray
 --address` still finishes by itself (exit 0) with every dialogue written once and the local run's verdicts; a model
-server per node, started on the nodes that have workers and stopped with the run."""
+server per node, started on each node that has workers (a worker node lost mid-run too), all stopped with the run."""
 
 import functools
 import json
@@ -119,7 +119,7 @@ def test_worker_nodes_lost_mid_run_and_the_run_finishes_with_every_dialogue_once
     assert json.loads((out / "summary.json").read_text())["judged_turns"] == 2 * DIALOGUES
 
 
-def test_each_node_with_workers_judges_with_its_own_server_stopped_with_the_run(tmp_path, data, cluster):
+def test_each_node_with_workers_judges_with_its_own_server_one_lost_mid_run_and_all_stopped(tmp_path, data, cluster):
     from vista_dspy.run.distributed import NodeServers, RayBackend
 
     for node in list(cluster.worker_nodes):
@@ -127,15 +127,28 @@ def test_each_node_with_workers_judges_with_its_own_server_stopped_with_the_run(
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
+    done: list = []
     try:
         config = ModelConfig(model="openai/fake", api_base="http://127.0.0.1:9/v1", num_retries=0, cache=False)
         backend = RayBackend(config, workers=3, node_servers=NodeServers(functools.partial(FakeOpenAIServer,
-                                                                                           latency=0.05)))
-        result = evaluate(load_dialogues(data), Vista.from_program(None), backend, out_dir=tmp_path / "run")
+                                                                                           latency=0.1)))
+        run = threading.Thread(target=lambda: done.append(evaluate(
+            load_dialogues(data), Vista.from_program(None), backend, out_dir=tmp_path / "run")))
+        run.start()
+        verdicts = tmp_path / "run" / VERDICTS
+        wait_for(lambda: lines(verdicts) >= 6 or not run.is_alive())
+        lost_at = lines(verdicts)
+        cluster.remove_node(workers[0])  # the node, its worker and its server
+        cluster.add_node(num_cpus=1)
+        run.join(timeout=300)
     finally:
         ray.shutdown()
-    nodes = {n.node_id for n in [cluster.head_node, *workers]}
-    assert set(backend.servers) == set(backend.judged_on) == nodes  # one server per node, each node's workers used it
-    assert len(set(backend.servers.values())) == 3  # three servers (nodes on one machine: three ports)
+    [result] = done
+    assert lost_at < DIALOGUES  # lost mid-run
+    first = {n.node_id for n in [cluster.head_node, *workers]}
+    assert first <= set(backend.servers)  # each node with a worker had its own server, the lost one too
+    assert set(backend.judged_on) <= set(backend.servers)  # every verdict came from a node with its own server
+    assert len(set(backend.servers.values())) == len(backend.servers)  # one machine: a port each
     assert not any(port_in_use(int(url.rsplit(":", 1)[1].split("/")[0])) for url in backend.servers.values())
+    assert len(result.verdicts) == DIALOGUES
     assert comparable(result.verdicts) == comparable(local_verdicts(data))
