@@ -193,3 +193,37 @@ def test_vista_serve_behind_its_front_answers_refuses_and_stops_cleanly_under_lo
         "the server is stopping"] * 2
     assert all(json.loads(r[2]["choices"][0]["message"]["content"]) for r in results if r[0] == 200)
     assert "server stopped" in err and not port_in_use(port)
+
+
+def test_a_judge_through_the_front_gets_the_verdicts_it_gets_straight_from_the_server():
+    """The front is transparent to the judge's own client (litellm, as with the embedded model): the same verdicts
+    through it as without it, the quick-start example judged with two threads."""
+    import asyncio
+    from pathlib import Path
+
+    from vista_dspy.data import load_dialogues
+    from vista_dspy.lm.front import Front
+    from vista_dspy.lm.models import ModelConfig
+    from vista_dspy.program import Vista
+    from vista_dspy.run.runner import Threads, evaluate
+
+    dialogues = load_dialogues(Path(__file__).resolve().parents[1] / "examples" / "quickstart.json")
+    with FakeOpenAIServer() as upstream:
+        port = free_port()
+        loop = asyncio.new_event_loop()
+        stop, ready = asyncio.Event(), threading.Event()
+        front = Front(upstream.url.removesuffix("/v1"), slots=2, queue=8)
+        serving = threading.Thread(target=lambda: loop.run_until_complete(
+            front.serve("127.0.0.1", port, on_ready=ready.set, stop=stop)))
+        serving.start()
+        assert ready.wait(30)
+        try:
+            verdicts = [evaluate(dialogues, Vista.from_program(None), Threads(ModelConfig(
+                model="openai/fake", api_base=url, num_retries=0, cache=False).build(), threads=2)).verdicts
+                for url in (upstream.url, f"http://127.0.0.1:{port}/v1")]
+        finally:
+            loop.call_soon_threadsafe(stop.set)
+            serving.join(30)
+            loop.close()
+    direct, through = ([v.model_dump(exclude={"usage"}) for v in vs] for vs in verdicts)
+    assert through == direct and front.stats["answered"] == upstream.requests // 2 > 0

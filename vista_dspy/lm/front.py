@@ -126,7 +126,9 @@ class Front:
         try:
             async with self._session.request(request.method, self.upstream + request.path_qs, data=body,
                                              headers=headers) as upstream:
-                out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
+                # (The client library undid any compression of the body: its encoding header goes too.)
+                out_headers = {k: v for k, v in upstream.headers.items()
+                               if k.lower() not in _HOP and k.lower() != "content-encoding"}
                 if upstream.content_type != "text/event-stream":
                     return web.Response(status=upstream.status, body=await upstream.read(), headers=out_headers)
                 streamed = web.StreamResponse(status=upstream.status, headers=out_headers)
