@@ -13,9 +13,12 @@ needs the model file and, to be meaningful, cores no one else is using).
     python benchmarks/reward_throughput.py                       # fake server (about a minute)
     python benchmarks/reward_throughput.py --embedded --concurrency 2   # embedded model (long)
     python benchmarks/reward_throughput.py --no-lm --generations 64     # the tier with no LM (seconds)
+    python benchmarks/reward_throughput.py --no-lm --generations 64 --against DIR   # ... beside another checkout
 
 ``--no-lm``: the tier that calls no LM (``system="evidence", units="sentences"``: the turn's sentences decided by the
-program's evidence cues; no model is started), rewards per second on this process's one core.
+program's evidence cues; no model is started), rewards per second on this process's one thread, over ``--rounds``
+batches of new completions (a trainer's steps): the first round apart, the median of the others; wall time and the
+process's CPU time (the CPU rate is what the tier costs when other work shares the cores).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -114,15 +118,54 @@ def embedded_part(call: dict, concurrency: int, system: str) -> None:
           f"{result['unjudged']} not judged")
 
 
-def no_lm_part(call: dict) -> None:
-    # Every completion distinct (the batch repeats each prompt's eight kinds: each gets a sentence of its own), so
-    # none is judged from another's verdict.
-    call = {**call, "completions": [[{"role": "assistant", "content": f"{c[0]['content']} It opened in {1500 + k}."}]
-                                    for k, c in enumerate(call["completions"])]}
-    result = measure("local", call, system="evidence", units="sentences")
-    n = result["completions"]
-    print(f"\nno LM (evidence cues over the turn's sentences): {n} completions in {result['seconds']:.2f} s = "
-          f"{n / result['seconds']:.0f} rewards per second; {result['calls']} LM calls; {result['unjudged']} not judged")
+def no_lm_part(call: dict, rounds: int) -> dict[str, float]:
+    """``rounds`` batches of new completions through one reward, as a trainer's steps call it: the first pays for
+    what a process does once (pysbd's patterns compiled, the rule read), the later ones are the steady rate."""
+    n = len(call["completions"])
+    rows = []
+    with VistaReward("local", system="evidence", units="sentences") as reward:
+        for r in range(rounds):
+            # Every completion distinct, within and across rounds (the batch repeats each prompt's eight kinds: each
+            # gets a sentence of its own), so none is judged from another's verdict or a cached split.
+            batch = {**call, "completions": [[{"role": "assistant",
+                                               "content": f"{c[0]['content']} It opened in {1500 + k + n * r}."}]
+                                             for k, c in enumerate(call["completions"])]}
+            wall, cpu = time.perf_counter(), time.process_time()
+            rewards = reward(**batch)
+            rows.append((time.perf_counter() - wall, time.process_time() - cpu, sum(x is None for x in rewards)))
+            print(f"  round {r + 1}: {n} completions in {rows[-1][0]:.2f} s ({rows[-1][1]:.2f} s of CPU)", flush=True)
+    later = rows[1:] or rows
+    wall = statistics.median(row[0] for row in later)
+    cpu = statistics.median(row[1] for row in later)
+    print(f"\nno LM (evidence cues over the turn's sentences), {n} new completions a round, {rounds} rounds, one "
+          f"thread: first round {n / rows[0][0]:.0f} rewards per second; later rounds (median) {n / wall:.0f} "
+          f"rewards per second ({n / cpu:.0f} per second of this process's CPU); "
+          f"{reward.stats.prompt_calls + reward.stats.completion_calls} LM calls; {sum(r[2] for r in rows)} not judged")
+    return {"first": n / rows[0][0], "wall": n / wall, "cpu": n / cpu}
+
+
+def against_part(argv: list[str], other: Path, pairs: int) -> None:
+    """This checkout's no-LM tier and another's (``--against DIR``: a checkout of an earlier commit, e.g. from
+    ``git archive COMMIT | tar -x -C DIR``) side by side: ``pairs`` pairs of processes, the order alternating, each
+    judging the same rounds; the ratio of their steady rates, pair by pair (the machine's other load moves both)."""
+    import json
+    import subprocess
+
+    rates: dict[str, list[dict[str, float]]] = {"this checkout": [], str(other): []}
+    roots = {"this checkout": ROOT, str(other): other}
+    for i in range(pairs):
+        for name in (list(roots) if i % 2 else list(roots)[::-1]):
+            done = subprocess.run([sys.executable, __file__, *argv, "--print-rates"], capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(roots[name])}, check=True)
+            rates[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"  pair {i + 1}, {name}: {rates[name][-1]['wall']:.0f} rewards/s, {rates[name][-1]['cpu']:.0f} per "
+                  "CPU second", flush=True)
+    mine, theirs = rates["this checkout"], rates[str(other)]
+    for key, what in (("wall", "rewards per second"), ("cpu", "rewards per CPU second")):
+        ratios = [a[key] / b[key] for a, b in zip(mine, theirs)]
+        print(f"{what}: this checkout {statistics.median(r[key] for r in mine):.0f}, {other} "
+              f"{statistics.median(r[key] for r in theirs):.0f} (medians of {pairs}); ratio pair by pair "
+              f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,8 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedded", action="store_true", help="judge with the embedded local model instead")
     parser.add_argument("--system", choices=("vista", "evidence"), default="vista", help="--embedded: the tier")
     parser.add_argument("--no-lm", action="store_true", help="the tier with no LM instead")
+    parser.add_argument("--rounds", type=int, default=5, help="--no-lm: batches of new completions (default 5)")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="--no-lm: also run another checkout (DIR) side by side and print the ratio")
+    parser.add_argument("--pairs", type=int, default=3, help="--against: pairs of runs (default 3)")
+    parser.add_argument("--print-rates", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DEV)
     args = parser.parse_args(argv)
+    if args.against is not None:
+        forwarded = ["--no-lm", "--rounds", str(args.rounds), "--prompts", str(args.prompts), "--generations",
+                     str(args.generations), "--data", str(args.data)]
+        against_part(forwarded, args.against.resolve(), args.pairs)
+        return 0
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)  # every row pays its own calls
     dspy.configure(disable_history=True)
@@ -144,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.prompts} prompts x {args.generations} completions from {args.data}; Python "
           f"{platform.python_version()}, dspy {dspy.__version__}, {os.cpu_count()} CPUs", flush=True)
     if args.no_lm:
-        no_lm_part(call)
+        rates = no_lm_part(call, args.rounds)
+        if args.print_rates:
+            import json
+
+            print(json.dumps(rates))
     elif args.embedded:
         embedded_part(call, (args.concurrency or [2])[0], args.system)
     else:

@@ -105,3 +105,21 @@ def pin_synthetic_vista(monkeypatch, full: list, mirror):
                           for f in ds.built)
             monkeypatch.setitem(sources.DATASETS, name, dataclasses.replace(ds, files=(file,), built=built))
     return halves
+
+
+# ---- synthetic dialogues in VISTA's format, for runs that must not need the development data ---------------------
+def museum_conversations(n: int) -> list[list[dict]]:
+    """``n`` conversations of two judged turns each, every one different: a faithful first turn, and a second turn
+    that repeats the document or adds an invented date (hallucinated for the fake judge)."""
+    conversations = []
+    for i in range(n):
+        doc = (f"The museum number {i} opens at nine. It has a garden with {i % 7 + 2} fountains. Entry costs "
+               f"{i % 5 + 3} euros.")
+        second = (f"It has a garden with {i % 7 + 2} fountains." if i % 3 else
+                  f"It has a garden with {i % 7 + 2} fountains. It was built in {1800 + i}.")
+        conversations.append([
+            {"role": "user", "utterance": "When does it open?"},
+            {"role": "assistant", "utterance": f"The museum number {i} opens at nine.", "retrieved_document": doc},
+            {"role": "user", "utterance": "Anything else?"},
+            {"role": "assistant", "utterance": second, "retrieved_document": doc}])
+    return conversations

@@ -259,7 +259,7 @@ def test_the_child_server_gets_every_setting_through_vista_serve(tmp_path, monke
     gguf.write_bytes(b"GGUF")
     draft.write_bytes(b"GGUF")
     seen = []
-    monkeypatch.setattr(lm_server, "serve_forever", lambda settings, on_ready=None: seen.append(settings))
+    monkeypatch.setattr(lm_server, "serve_forever", lambda settings, on_ready=None, **_: seen.append(settings))
     monkeypatch.setattr(lm_server, "port_in_use", lambda port: False)
     for settings in (lm_server.ServerSettings(gguf=gguf, port=9001),
                      lm_server.ServerSettings(gguf=gguf, port=9002, threads=1, slots=12, ctx_per_slot=2048, poll=0,

@@ -137,9 +137,11 @@ def benchmark(
     without_call_history()
 
     progress = progress_bar()
+    # (Before the server is entered: on Ray, the nodes start their own.)
+    backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
+                            threads=threads)
     with run_errors(ValueError, FileNotFoundError, KeyError), lm_setup.server, progress:
-        result = run_benchmark(plan, judge_backend(backend, config, lm_setup, address=address, workers=workers,
-                                                   api_base=api_base, threads=threads), out,
+        result = run_benchmark(plan, backend, out,
                                short_answer_tokens=lm_setup.short_answer_tokens, **_progress_callbacks(progress),
                                retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after))
     sys.stdout.write(markdown(result.tables, skipped_lines(out)))

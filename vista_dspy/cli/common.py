@@ -223,13 +223,22 @@ def judge_backend(backend: Backend, config: ModelConfig, lm_setup: ModelSetup, *
                   workers: int = 2, api_base: str | None = None, threads: int | None = None,
                   concurrency: int | None = None):
     """Where a command's dialogues are judged: a Ray cluster (``--backend ray``; endpoints from a comma-separated
-    --api-base), asyncio with at most ``concurrency`` requests in flight, or threads."""
+    --api-base), asyncio with at most ``concurrency`` requests in flight, or threads. On Ray, the embedded model is
+    served on every node that has workers, started there by the run (``lm_setup.server``, which would start it on
+    this machine, becomes a no-op), unless --api-base lists servers already running (``vista serve``)."""
+    from ..lm.server import LocalServer, LocalServerSpec
     from ..run.runner import local_backend
 
     if backend is Backend.ray:
-        from ..run.distributed import RayBackend
+        from ..run.distributed import NodeServers, RayBackend
 
-        bases = [b.strip() for b in (api_base or "").split(",") if b.strip()] if config.cache_identity is None else []
+        bases = [b.strip() for b in (api_base or "").split(",") if b.strip()]
+        if isinstance(lm_setup.server, LocalServer):
+            spec = LocalServerSpec.of(lm_setup.server)
+            lm_setup.server = contextlib.nullcontext()  # none on this machine: the nodes' own, or the listed ones
+            if not bases:
+                return RayBackend(config, workers=workers, address=address,
+                                  node_servers=NodeServers(spec, port=spec.settings.port))
         return RayBackend(config, workers=workers, address=address, api_bases=bases)
     return local_backend(config.build(), config.build_adapter(), concurrency=concurrency,
                          threads=threads or (None if concurrency else lm_setup.threads))

@@ -247,19 +247,22 @@ def evaluate(
     if isinstance(judge, Vista):
         lm_setup.judging_with(judge)
     config = lm_setup.config
-    with_lm = f"[bold]{config.model}[/]{f' at {config.api_base}' if config.api_base else ''}" if needs_lm else "no LM"
+    use_cache_for(config)
+    without_call_history()
+    backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
+                            threads=threads, concurrency=concurrency)
+    where = (" on a server of its own on every node (port "
+             f"{backend.node_servers.port})" if getattr(backend, "node_servers", None) is not None
+             else f" at {config.api_base}" if config.api_base else "")
+    with_lm = f"[bold]{config.model}[/]{where}" if needs_lm else "no LM"
     console.print(f"judging {len(dialogues)} dialogues with {with_lm}, {describe_judge(judge)}", highlight=False)
 
     suffix = "" if system is System.vista else f"__{system.value}"
     out = out or Path("vista-runs") / f"{slug(input.stem)}__{slug(model or 'local')}{suffix}"
     # --limit is not a setting: a later run with a larger limit resumes and extends this one.
     settings = run_settings(judge, input=str(input.resolve()), **config.run_settings())
-    use_cache_for(config)
-    without_call_history()
     progress = progress_bar()
     on_done = _progress_line(progress, len(dialogues), sum(len(d.judged_turns) for d in dialogues), judge, console)
-    backend = judge_backend(backend, config, lm_setup, address=address, workers=workers, api_base=api_base,
-                            threads=threads, concurrency=concurrency)
     with run_errors(), lm_setup.server, progress:
         result = run_evaluation(dialogues, judge, backend, out_dir=out, settings=settings, on_done=on_done,
                                 retry_errors=retry_errors, failures=CallFailures(parse_retries, stop_after),

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from ..lm.front import DEFAULT_QUEUE
 from ..lm.server import CTX_PER_SLOT, DEFAULT_PORT, DEFAULT_SLOTS, SPECULATIVE
 from .app import app
 from .common import err, fail
@@ -106,11 +107,16 @@ def serve(
                                                           "(llama.cpp's slot_save_path; a command that starts the "
                                                           "server uses <cache>/kv-slots/... for its warm start).")
                         ] = None,
+    queue: Annotated[int, typer.Option(min=0, help="Requests waiting for a slot; one more is refused at once with "
+                                                   "HTTP 503 and a Retry-After (seconds), so that many clients get "
+                                                   "an answer or a clear refusal, never a hang.")] = DEFAULT_QUEUE,
     quiet: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
-    """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C.
+    """Serve the embedded model (llama.cpp) as an OpenAI-compatible endpoint until Ctrl-C or SIGTERM.
 
     Point `vista evaluate --model local --port PORT` (reused) or any OpenAI client (model name `local`) at it.
+    Requests beyond the slots wait in a bounded queue; on Ctrl-C or SIGTERM the server stops taking requests,
+    refuses the queued ones (503), lets those in the slots finish, and exits.
     """
     from ..lm.server import ServerSettings, port_in_use, serve_forever
     from ..lm.weights import ModelNotFound, resolve_gguf
@@ -125,6 +131,7 @@ def serve(
         raise fail(f"port {port} is already in use")
     say = (lambda *a, **k: None) if quiet else err.print
     say(f"loading {settings.gguf} ...", highlight=False)
-    serve_forever(settings, on_ready=lambda: say(f"serving at {settings.url} (model name: local); Ctrl-C to stop",
-                                                 highlight=False))
+    serve_forever(settings, on_ready=lambda: say(f"serving at {settings.url} (model name: local; {slots} slots, "
+                                                 f"{queue} more queued); Ctrl-C to stop", highlight=False),
+                  queue=queue)
     say("server stopped")

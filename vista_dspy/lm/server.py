@@ -150,13 +150,22 @@ def server_params(settings: ServerSettings):
     return params
 
 
-def serve_forever(settings: ServerSettings, on_ready=None) -> None:
-    """Run llama.cpp's server in this process until SIGINT/SIGTERM (used by ``vista serve``)."""
+def serve_forever(settings: ServerSettings, on_ready=None, *, queue: int | None = None) -> None:
+    """Run llama.cpp's server in this process until SIGINT/SIGTERM (used by ``vista serve``), behind its front door
+    (``front.Front``) on ``settings.port``: llama.cpp listens on a free loopback port of its own, and the front
+    forwards at most ``settings.slots`` generation requests to it at once, queues ``queue`` more (default
+    ``front.DEFAULT_QUEUE``) and refuses the rest with 503 and a Retry-After; on the signal it refuses what is queued,
+    lets the requests in the slots finish, and returns."""
+    import asyncio
+
+    from .front import DEFAULT_QUEUE, Front
+
     try:
         import xllamacpp
     except ImportError:
         raise ModelNotFound("the local runtime is not installed: pip install '.[local]'") from None
-    params = server_params(settings)
+    internal = _free_port()
+    params = server_params(dataclasses.replace(settings, port=internal))
     stop = {"now": False}
 
     def request_stop(signum, frame):
@@ -166,12 +175,19 @@ def serve_forever(settings: ServerSettings, on_ready=None) -> None:
     signal.signal(signal.SIGTERM, request_stop)
     server = xllamacpp.Server(params)  # noqa: F841 — loads the model, then serves until the process ends
     deadline = time.monotonic() + 60
-    while not is_healthy(settings.port) and time.monotonic() < deadline and not stop["now"]:
+    while not is_healthy(internal) and time.monotonic() < deadline and not stop["now"]:
         time.sleep(0.1)
-    if on_ready is not None and not stop["now"]:
-        on_ready()
-    while not stop["now"]:
-        time.sleep(0.2)
+    if stop["now"]:
+        return
+    front = Front(f"http://127.0.0.1:{internal}", slots=settings.slots,
+                  queue=DEFAULT_QUEUE if queue is None else queue)
+    asyncio.run(front.serve("127.0.0.1", settings.port, on_ready=on_ready))  # until SIGINT/SIGTERM, then drained
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def is_healthy(port: int, timeout: float = 1.0) -> bool:
@@ -269,6 +285,10 @@ class LocalServer:
             self.stop()
             raise
 
+    @property
+    def url(self) -> str:
+        return self.settings.url
+
     def _prepare_warm_start(self) -> None:
         """Settle the thread count here (the key depends on it) and point the server at its slot directory."""
         threads = self.settings.threads or auto_threads(os.cpu_count() or 2, other_servers())
@@ -304,6 +324,26 @@ class LocalServer:
         if died:  # the run failed because the server is gone (killed, out of memory): say that first
             raise LocalServerError(f"the embedded model server exited with code {self.process.returncode} during "
                                    f"the run (see {self.log}). {exc}") from exc
+
+
+@dataclass(frozen=True)
+class LocalServerSpec:
+    """What starts the embedded server somewhere else (a Ray node, ``run.distributed.NodeServers``): called with a
+    port, the ``LocalServer`` of these settings on it -- reusing a server of the same model already there."""
+
+    settings: ServerSettings
+    warm_start: bool = False
+    program_key: str = ANY_PROGRAM
+
+    def __call__(self, port: int) -> LocalServer:
+        server = LocalServer(dataclasses.replace(self.settings, port=port), warm_start=self.warm_start)
+        server.program_key = self.program_key
+        return server
+
+    @classmethod
+    def of(cls, server: LocalServer) -> LocalServerSpec:
+        """The spec that starts servers as ``server`` would be started (its settings, warm start and program)."""
+        return cls(server.settings, server.warm_start, server.program_key)
 
 
 def register_local_model(max_tokens: int) -> None:

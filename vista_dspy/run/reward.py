@@ -144,13 +144,16 @@ class VistaReward:
 
     def judge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[RewardVerdict]:
         """The batch's verdicts (what ``__call__`` returns the rewards of)."""
+        from .runner import heap_frozen
+
         steps = self._batch(prompts, completions, columns)
-        try:
-            run = next(steps)
-            while True:
-                run = steps.send(self._run(*run))
-        except StopIteration as done:
-            return done.value
+        with heap_frozen():
+            try:
+                run = next(steps)
+                while True:
+                    run = steps.send(self._run(*run))
+            except StopIteration as done:
+                return done.value
 
     async def ajudge_batch(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
                            ) -> list[RewardVerdict]:

@@ -247,25 +247,17 @@ def evaluate(
 
         interrupted = False
         outage: EndpointDown | None = None
-        # A full garbage collection walks every live object -- about 0.2 s with DSPy and litellm loaded -- and
-        # stalls every request in flight meanwhile. The objects alive before the run are left out of collections
-        # during it (unless the caller froze objects itself: its freeze is left as it is).
-        freeze = gc.get_freeze_count() == 0
-        if freeze:
-            gc.freeze()
         try:
-            backend.run(todo, program, record, failures)
-            if folder is not None:
-                # A repair left a dialogue on two lines. (A stopped run leaves them: the later line wins until the
-                # next run that finishes compacts; a Ctrl-C during the compaction waits until it is done.)
-                folder.compact()
+            with heap_frozen():
+                backend.run(todo, program, record, failures)
+                if folder is not None:
+                    # A repair left a dialogue on two lines. (A stopped run leaves them: the later line wins until
+                    # the next run that finishes compacts; a Ctrl-C during the compaction waits until it is done.)
+                    folder.compact()
         except KeyboardInterrupt:
             interrupted = True
         except EndpointDown as exc:
             outage = exc
-        finally:
-            if freeze:
-                gc.unfreeze()
         if outage is not None:
             if out_dir is not None:
                 raise EndpointDown(f"{outage}. Stopped: {len(done)} of {len(dialogues)} dialogues are finished and "
@@ -274,6 +266,22 @@ def evaluate(
                                "received are in the LM cache (unless it is off), so rerunning the same command does "
                                "not pay for them again.") from outage
         return _result(dialogues, done, folder, resumed, interrupted, len(repair))
+
+
+@contextlib.contextmanager
+def heap_frozen():
+    """The objects alive before the block are left out of garbage collections during it. A full collection walks
+    every live object -- about 0.2 s with DSPy and litellm loaded -- and stalls every request in flight meanwhile (and
+    a batch of rewards with no LM call spent a third of its time in them). A caller that froze objects itself keeps
+    its freeze as it is."""
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()
 
 
 def _judge_threaded(todo: Sequence[Dialogue], judge: Callable[[Dialogue], DialogueVerdict], threads: int,

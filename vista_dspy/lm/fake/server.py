@@ -9,6 +9,7 @@ distribution over the labels.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import threading
@@ -45,7 +46,8 @@ class FakeOpenAIServer:
 
     def __init__(self, engine: RuleEngine | None = None, *, faults: dict[str, float] | None = None,
                  latency: float = 0.0, hang: float = 3.0, seed: int = 0, port: int = 0,
-                 down_after: int | None = None, logprobs: bool = True, context_tokens: int | None = None) -> None:
+                 down_after: int | None = None, logprobs: bool = True, context_tokens: int | None = None,
+                 slots: int | None = None) -> None:
         """``faults``: rate per kind, drawn independently per request (seeded): ``500``, ``429``, ``401``, ``timeout``
         (answers after ``hang`` seconds), ``empty`` (no content), ``malformed`` (not JSON), ``truncated`` (half an
         answer, finish_reason length). ``latency``: seconds added to every answer. ``injected`` counts faults.
@@ -53,7 +55,9 @@ class FakeOpenAIServer:
         drops the requests of connections still open without an answer. ``port``: 0 picks a free one.
         ``logprobs``: answer a request asking for token log-probabilities with them (False: an endpoint that gives
         none). ``context_tokens``: a prompt longer than that (4 characters a token) is refused as llama.cpp's server
-        refuses one that does not fit its context (HTTP 400, ``exceed_context_size_error``)."""
+        refuses one that does not fit its context (HTTP 400, ``exceed_context_size_error``). ``slots``: at most that
+        many requests answered at once, the others waiting their turn (llama.cpp's parallel slots: a server that
+        is the bottleneck, not the clients)."""
         import http.server
         import random
         import time
@@ -70,6 +74,7 @@ class FakeOpenAIServer:
         rates = dict(faults or {})
         rng = random.Random(seed)
         lock = threading.Lock()
+        serving = threading.BoundedSemaphore(slots) if slots else contextlib.nullcontext()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers: no TCP connection per request
@@ -91,12 +96,19 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout) before the answer
 
+            def do_GET(self):  # llama.cpp's health check (a front or a client waiting for the server)
+                if self.path == "/health":
+                    self._send(200, {"status": "ok"})
+                else:
+                    self._send(404, {"error": {"message": f"no such path {self.path}", "type": "not_found"}})
+
             def do_POST(self):
                 with lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    self._answer()
+                    with serving:
+                        self._answer()
                 finally:
                     with lock:
                         server.in_flight -= 1
@@ -193,8 +205,9 @@ if __name__ == "__main__":  # a fake server in its own process (benchmarks: no G
     parser = argparse.ArgumentParser(description="Serve FakeOpenAIServer until SIGTERM; prints its URL.")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--slots", type=int, default=None)
     options = parser.parse_args()
-    with FakeOpenAIServer(latency=options.latency, port=options.port) as fake:
+    with FakeOpenAIServer(latency=options.latency, port=options.port, slots=options.slots) as fake:
         print(fake.url, flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.pause()
