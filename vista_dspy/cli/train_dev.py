@@ -49,7 +49,7 @@ def _compile_split(spec: str, data_dir: Path, seed: int, n: int | None, load: Ca
     return dialogues, {"dataset": dataset, "part": part, "path": str(path), "seed": seed}
 
 
-SUITE = "suite"  # --dev suite:PART: the instrument's labelled turns (issue 48), ``data.suite.load_suite(PART)``
+SUITE = "suite"  # --dev suite:PART: the instrument's labelled turns (issue 48), ``data.suite.load_suite``
 NO_POOL = "none"  # --train none: no demo pool, every demo a starting program's own
 
 
@@ -61,15 +61,11 @@ def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
     from ..optimize.study import ObjectiveData
 
     if spec == SUITE or spec.startswith(f"{SUITE}:"):
+        from ..data.suite import load_suite
+        from ..experiments.bench import suite_paths
+
         part = spec.partition(":")[2] or "compile"
-        try:
-            from ..data.suite import load_suite
-        except ModuleNotFoundError as exc:
-            if exc.name != "vista_dspy.data.suite":
-                raise
-            raise ValueError("the suite of labelled turns (issue 48: vista_dspy/data/suite.py) is not in this "
-                             "version; pass --dev DATASET[:part] (e.g. vista-human:select)") from None
-        return ObjectiveData.of(f"{SUITE}:{part}", load_suite(part))
+        return ObjectiveData.of(f"{SUITE}:{part}", load_suite(suite_paths(data_dir or default_data_dir()), part))
     data_dir = data_dir or default_data_dir()
     load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
     dialogues, info = _compile_split(spec, data_dir, seed, n, load)
