@@ -142,3 +142,24 @@ def test_the_instrument_table_counts_incoherent_turns_and_sets_the_baselines_on_
     assert table.loc[("pooled", "seed"), "incoherent"] == 0
     assert table.loc[("pooled", "always-hallucinated"), "accuracy"] == 0.5
     assert table.loc[("pooled", "always-hallucinated"), "turns"] == 20
+
+
+def test_vista_benchmark_suite_runs_the_parts_turns_and_prints_the_instrument(tmp_path):
+    from helpers import shared_data
+
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    data = shared_data()
+    out = tmp_path / "suite"
+    with FakeOpenAIServer() as server:
+        result = CliRunner().invoke(app, ["benchmark", "--suite", "test", "--datasets", "vista-human",
+                                          "--systems", "judge,evidence", "--model", "openai/fake", "--api-base",
+                                          server.url, "--data-dir", str(data), "--out", str(out), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert "## The instrument" in result.stdout and "| vista-human | judge |" in result.stdout
+    table = pd.read_csv(out / "instrument.csv")
+    expected = read_suite()["datasets"]["vista-human"]["parts"]["test"]["judged_turns"]
+    assert set(table[table["dataset"] == "pooled"]["turns"]) == {expected}
+    assert set(table["system"]) == {"judge", "evidence", "always-hallucinated", "coin-flip"}
+    refused = CliRunner().invoke(app, ["benchmark", "--suite", "half", "--model", "openai/fake"])
+    assert refused.exit_code == 2 and "unknown suite part 'half'" in refused.output
