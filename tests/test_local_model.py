@@ -147,6 +147,8 @@ def _judge_quickstart(tmp_path, *options: str) -> tuple[subprocess.CompletedProc
             assert claim["category"] != "ERROR"
             if claim["stage"] == "evidence":  # decided by the program's rule alone: the explanation says so
                 assert claim["explanation"].startswith(f"{claim['category']} by its evidence alone")
+            elif claim.get("turn_p_hallucinated") is not None:  # made unsafe through its turn: says so
+                assert claim["explanation"].startswith(f"{claim['category']} as the most doubtful of its turn's")
             elif claim.get("raw_label") not in (None, claim["category"]):  # against the judge's label: says so too
                 assert claim["explanation"].startswith(f"{claim['category']} rather than the judge's")
             else:
