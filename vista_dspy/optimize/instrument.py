@@ -17,30 +17,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval, mcnemar_exact
 
 GATE_MARGIN = 0.01
 GATE_ALPHA = 0.05
-LABELS = ("hallucinated", "faithful")
 
 
 def turn_scores(frame: pd.DataFrame) -> dict[str, Any]:
-    """Balanced accuracy, accuracy, unknown turns, P/R/F1 of the hallucinated class of one system's turns
-    (columns ``gold``, ``label``)."""
+    """Balanced accuracy beside ``scoring.turn_metrics`` (accuracy, unknown turns, P/R/F1 of the hallucinated class,
+    an unknown counted wrong) of one system's turns (columns ``gold``, ``label``)."""
+    from ..scoring import turn_metrics
+
     gold, label = list(frame["gold"]), list(frame["label"])
-    said = [p == "hallucinated" for p in label]
-    true = [g == "hallucinated" for g in gold]
-    tp = sum(s and t for s, t in zip(said, true))
-    precision = tp / sum(said) if sum(said) else 0.0
-    recall = tp / sum(true) if sum(true) else 0.0
-    return {"turns": len(frame), "balanced_accuracy": balanced_accuracy(gold, label) if len(frame) else None,
-            "accuracy": float(np.mean([g == p for g, p in zip(gold, label)])) if len(frame) else None,
-            "unknown": int(sum(p == "unknown" for p in label)), "precision_h": precision, "recall_h": recall,
-            "f1_h": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-            "hallucinated_share": float(np.mean(true)) if len(frame) else None}
+    if not gold:
+        return {"turns": 0, "balanced_accuracy": None}
+    m = turn_metrics(label, gold)
+    return {"turns": m["turns"], "balanced_accuracy": balanced_accuracy(gold, label), "accuracy": m["accuracy"],
+            "unknown": m["unknown"], "precision_h": m["precision_hallucinated"], "recall_h": m["recall_hallucinated"],
+            "f1_h": m["f1_hallucinated"], "hallucinated_share": m["always_hallucinated_accuracy"]}
 
 
 def _groups(frame: pd.DataFrame) -> list[str]:
