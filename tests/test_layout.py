@@ -199,6 +199,14 @@ def test_within_the_method_data_flows_one_way(module, forbidden):
     assert GRAPH[module] & forbidden == set()
 
 
+def _plant(package, sources):
+    """A small copy of the layout: ``sources`` maps a file under ``package`` to its text."""
+    for name, text in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    return package
+
+
 def test_the_layer_check_reports_a_planted_forbidden_import(tmp_path):
     """The checker run on a small copy of the layout with two forbidden imports planted: the method importing the
     runner (inside a function) and the LM side importing a method module that is not a record."""
@@ -213,10 +221,7 @@ def test_the_layer_check_reports_a_planted_forbidden_import(tmp_path):
         "lm/__init__.py": "",
         "lm/models.py": "from ..schema import Dialogue\nfrom ..stages import StageCall\n",
     }
-    for name, text in sources.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(text)
-    graph = import_graph(package)
+    graph = import_graph(_plant(package, sources))
     assert layer_violations(graph) == [("lm.models", "stages"), ("program", "run.runner")]
     assert circles(graph) == [["program", "run.runner"]]
 
@@ -232,10 +237,7 @@ def test_the_room_check_reports_a_folder_importing_a_module_that_imports_it_back
         "compiled/files.py": "",
         "compiled/build.py": "from ..program import Vista\n",
     }
-    for name, text in sources.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(text)
-    graph = import_graph(package)
+    graph = import_graph(_plant(package, sources))
     assert circles(graph) == []
     assert circles(rooms(graph)) == [["compiled", "program"]]
 

@@ -32,6 +32,8 @@ def gate(
     the seed's by more than 1 point (one-sided 95 %, paired bootstrap over dialogues), and wins only
     when the bound is above zero. Prints the table, writes gate.json and gate.md in the first directory; exit code 1
     when the candidate fails."""
+    import pandas as pd
+
     from ..experiments.instrument import gate_report, run_turns
 
     frames = []
@@ -45,8 +47,6 @@ def gate(
         turns["system"] = [s if s not in taken else f"{s}@{directory.name}" for s in turns["system"]]
         taken |= set(turns["system"])
         frames.append(turns)
-    import pandas as pd
-
     turns = pd.concat(frames, ignore_index=True)
     if part != "all":
         turns = turns[turns["part"] == part]

@@ -26,10 +26,9 @@ from .common import (
     model_setup,
     run_errors,
 )
-from .compile import PARTS_HELP, ScoringThreadsOption, study_pool
+from .compile import PARTS_HELP, NTrainOption, ScoringThreadsOption, study_pool
 
-NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
-NDevOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many dev dialogues.")]
+
 @app.command()
 def study(
     context: typer.Context,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.suite import group_id_of, part_of_group
-from ..optimize.instrument import anchored_gate, gate_markdown, system_table
+from ..optimize.instrument import anchored_gate, gate_markdown, paired_frame, system_table
 from ..optimize.metrics import mcnemar_exact
 from ..schema import DialogueVerdict
 from ..scoring import UNSAFE_CATEGORIES
@@ -53,7 +53,8 @@ def probe_rows(verdict: DialogueVerdict) -> list[dict[str, Any]]:
 def frame_of(rows: Sequence[dict[str, Any]], **columns: Any) -> pd.DataFrame:
     """The turn frame of probe rows: one row per turn with the columns the tables read."""
     return pd.DataFrame([{
-        "dataset": r.get("dataset"), "system": r.get("system"), **columns, "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
+        "dataset": r.get("dataset"), "system": r.get("system"), **columns,
+        "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
         "gold": r["gold"], "label": r["label"], "score": r["score"], "claims": len(r["claims"]),
         "unsafe_claims": sum(c["category"] in UNSAFE for c in r["claims"]),
         "calls": r["usage"]["calls"], "model_ms": r["usage"]["model_ms"],
@@ -97,8 +98,6 @@ def instrument_table(turns: pd.DataFrame, systems: Sequence[str], reference: str
                      ) -> pd.DataFrame:
     """``system_table`` on the turns all ``systems`` judged, with the baselines on the same turns, model seconds per
     judged turn, incoherent turns, and the exact McNemar p of turn accuracy against ``reference``."""
-    from ..optimize.instrument import paired_frame
-
     paired = with_baselines(paired_frame(turns, systems))
     names = list(systems) + list(BASELINES)
     table = system_table(paired, names)

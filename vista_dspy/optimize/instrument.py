@@ -74,7 +74,7 @@ def system_table(turns: pd.DataFrame, systems: Sequence[str], *, by_dataset: boo
 
 
 def anchored_gate(turns: pd.DataFrame, candidate: str, anchor: str = "seed", *, margin: float = GATE_MARGIN,
-                  alpha: float = GATE_ALPHA, no_lm: str | None = None, seed: int = 0) -> dict[str, Any]:
+                  alpha: float = GATE_ALPHA, no_lm: str | None = None) -> dict[str, Any]:
     """The candidate against the anchor on the turns both judged (pooled over the suite's datasets, and per dataset
     for reading): the paired difference of balanced accuracy, its one-sided ``1 - alpha`` lower bound, whether it
     passes (lower bound > -margin) and whether it wins (lower bound > 0); turn accuracy's exact McNemar test; and,
