@@ -200,7 +200,7 @@ def test_a_ray_worker_judges_with_the_in_memory_program_it_was_given(tmp_path, d
     program = Vista.from_program(None, use_context=True)
     program.verify.demos = []  # never saved: a worker that reloads the seed by name would show six demos
     program.program_name = "trial-7"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # installed but unable to start: a failure
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # installed but unable to start: a failure
     try:
         with FakeOpenAIServer() as server:
             config = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def local_ray():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # installed but unable to start: a failure
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # installed but unable to start: a failure
     yield
     ray.shutdown()
 

@@ -152,3 +152,16 @@ def test_each_node_with_workers_judges_with_its_own_server_one_lost_mid_run_and_
     assert not any(port_in_use(int(url.rsplit(":", 1)[1].split("/")[0])) for url in backend.servers.values())
     assert len(result.verdicts) == DIALOGUES
     assert comparable(result.verdicts) == comparable(local_verdicts(data))
+
+
+def test_a_backend_with_no_address_starts_its_own_ray_beside_a_cluster_left_running(tmp_path, data, cluster):
+    """A Ray cluster another process left running on this machine (the fixture's, not joined here) is not joined
+    by a run that names no address: it starts an instance of its own with the CPUs it asks for and finishes."""
+    from vista_dspy.run.distributed import RayBackend
+
+    assert not ray.is_initialized()
+    with FakeOpenAIServer() as server:
+        config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=0, cache=False)
+        result = evaluate(load_dialogues(data), Vista.from_program(None), RayBackend(config, workers=1, num_cpus=1))
+    assert not ray.is_initialized()  # the instance it started is gone with the run
+    assert by_id(result.verdicts) == by_id(local_verdicts(data))

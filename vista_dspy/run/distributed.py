@@ -106,7 +106,9 @@ class RayBackend:
         started_here = not ray.is_initialized()
         if started_here:
             try:
-                ray.init(address=self.address, num_cpus=self.num_cpus if self.address is None else None,
+                # None is a fresh instance of this run's own ("local"), never a cluster some other process left
+                # running on this machine, nor RAY_ADDRESS's: joining one is asked for by name ("auto" or an address).
+                ray.init(address=self.address or "local", num_cpus=self.num_cpus if self.address is None else None,
                          include_dashboard=False, log_to_driver=False, runtime_env=self.runtime_env)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise BackendUnavailable(f"cannot start or join Ray at {self.address or 'a local instance'}: "
