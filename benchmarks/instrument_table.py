@@ -29,6 +29,8 @@ def main() -> int:
     parser.add_argument("--systems", default="", help="comma-separated candidates, gated against the anchor")
     parser.add_argument("--no-lm", default=None, help="the tier with no LM call (its flips are counted)")
     parser.add_argument("--others", default="", help="comma-separated records shown in the table, not gated")
+    parser.add_argument("--reference", default=None,
+                        help="the record the McNemar column tests against (default: the anchor)")
     args = parser.parse_args()
 
     candidates = [s for s in args.systems.split(",") if s]
@@ -38,7 +40,8 @@ def main() -> int:
     if args.part != "all":
         turns = turns[turns["part"] == args.part]
     print(f"## The suite's {args.part} part\n")
-    print(table_markdown(instrument_table(turns, names, reference=args.anchor), args.anchor))
+    reference = args.reference or args.anchor
+    print(table_markdown(instrument_table(turns, names, reference=reference), reference))
     for candidate in candidates:
         if candidate == args.no_lm:
             continue

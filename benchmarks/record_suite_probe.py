@@ -3,10 +3,12 @@
 claims' categories, stages, probabilities and cues, usage; no dataset text) and ``probe.json`` (command, commit,
 program and its content hash, model, the suite's name, per dataset the turns recorded).
 
-    python benchmarks/record_suite_probe.py /work/runs/suite-compile seed local-1.5b-seed --system seed \\
-        --command "vista benchmark --suite compile --systems evidence,vista,seed --model local" --commit 09a269c
+    python benchmarks/record_suite_probe.py /work/runs/suite-compile /work/runs/suite-test seed local-1.5b-seed \\
+        --command "vista benchmark --suite PART --systems evidence,vista,seed --model local" --commit 09a269c
 
-Rerunning it over a directory that has grown replaces the record with the longer one. ``benchmarks/instrument_table.py``
+Several directories (the compile part's and the test part's) make one record; a dataset's turns of a part come from
+the directory that judged the most of them (the first on a tie: list a live run before a replay from the cache, whose
+verdicts carry no usage). Rerunning it over directories that have grown replaces the record with the longer one. ``benchmarks/instrument_table.py``
 rebuilds the instrument's tables and the anchored gate from these records alone.
 """
 
@@ -27,7 +29,7 @@ PROBES = Path(__file__).parent / "probes"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", type=Path, help="the benchmark directory (runs/<dataset>/<system>/)")
+    parser.add_argument("runs", type=Path, nargs="+", help="benchmark directories (runs/<dataset>/<system>/)")
     parser.add_argument("system", help="the system's run folder name (vista, seed, evidence, ...)")
     parser.add_argument("name", help="the record's name: benchmarks/probes/suite-NAME/")
     parser.add_argument("--as", dest="label", default=None, help="the system's name in the record (default: NAME)")
@@ -39,17 +41,24 @@ def main() -> int:
 
     suite = read_suite()
     rows, datasets, settings = [], {}, {}
-    for dataset, system, path in run_dirs(args.run):
-        if system != args.system or dataset not in suite["datasets"]:
-            continue
-        settings = json.loads((path / RUN).read_text()) if (path / RUN).is_file() else settings
-        mine = [{"dataset": dataset, "system": args.label or args.name, **row}
-                for verdict in read_verdicts(path / VERDICTS) for row in probe_rows(verdict)]
-        datasets[dataset] = {"turns": len(mine), "of": sum(p["judged_turns"] for p in
-                                                             suite["datasets"][dataset]["parts"].values())}
+    found: dict[tuple[str, str], list] = {}  # (dataset, part) -> the rows of the directory that judged the most
+    for run in args.runs:
+        for dataset, system, path in run_dirs(run):
+            if system != args.system or dataset not in suite["datasets"]:
+                continue
+            settings = json.loads((path / RUN).read_text()) if (path / RUN).is_file() else settings
+            mine = [{"dataset": dataset, "system": args.label or args.name, **row}
+                    for verdict in read_verdicts(path / VERDICTS) for row in probe_rows(verdict)]
+            for part in {row["part"] for row in mine}:
+                rows_of_part = [row for row in mine if row["part"] == part]
+                if len(rows_of_part) > len(found.get((dataset, part), [])):
+                    found[dataset, part] = rows_of_part
+    for (dataset, _), mine in sorted(found.items()):
+        of = sum(p["judged_turns"] for p in suite["datasets"][dataset]["parts"].values())
+        datasets[dataset] = {"turns": datasets.get(dataset, {}).get("turns", 0) + len(mine), "of": of}
         rows += mine
     if not rows:
-        print(f"no runs of system {args.system!r} under {args.run}", file=sys.stderr)
+        print(f"no runs of system {args.system!r} under {', '.join(map(str, args.runs))}", file=sys.stderr)
         return 2
     out = PROBES / f"suite-{args.name}"
     out.mkdir(parents=True, exist_ok=True)

@@ -153,13 +153,15 @@ def test_vista_benchmark_suite_runs_the_parts_turns_and_prints_the_instrument(tm
     out = tmp_path / "suite"
     with FakeOpenAIServer() as server:
         result = CliRunner().invoke(app, ["benchmark", "--suite", "test", "--datasets", "vista-human",
-                                          "--systems", "judge,evidence", "--model", "openai/fake", "--api-base",
+                                          "--systems", "judge,evidence,vista", "--model", "openai/fake", "--api-base",
                                           server.url, "--data-dir", str(data), "--out", str(out), "--no-cache"])
     assert result.exit_code == 0, result.output
     assert "## The instrument" in result.stdout and "| vista-human | judge |" in result.stdout
+    assert "| p vs vista |" in result.stdout  # the paper's table: every other row tested against VISTA, listed last
     table = pd.read_csv(out / "instrument.csv")
     expected = read_suite()["datasets"]["vista-human"]["parts"]["test"]["judged_turns"]
     assert set(table[table["dataset"] == "pooled"]["turns"]) == {expected}
-    assert set(table["system"]) == {"judge", "evidence", "always-hallucinated", "coin-flip"}
+    assert set(table["system"]) == {"judge", "evidence", "vista", "always-hallucinated", "coin-flip"}
+    assert table["p_vs_vista"].notna().sum() == len(table) - 2  # all but vista's own rows (pooled and vista-human)
     refused = CliRunner().invoke(app, ["benchmark", "--suite", "half", "--model", "openai/fake"])
     assert refused.exit_code == 2 and "unknown suite part 'half'" in refused.output
