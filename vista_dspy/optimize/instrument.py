@@ -8,7 +8,7 @@ seed (no LM call; it reads the verdicts of programs that ran on the same suite t
   same draws for the two systems of a paired difference (``metrics.balanced_accuracy_difference``).
 - ``anchored_gate``: a candidate against the fixed anchor (the seed program, the paper's method) on the same turns.
   It passes when its balanced accuracy is not below the anchor's by more than ``margin`` (1 point) with one-sided
-  confidence ``1 - alpha`` (the ``alpha`` quantile of the paired difference is above ``-margin``); it *wins* only
+  confidence ``1 - alpha`` (the ``alpha`` quantile of the paired difference is at least ``-margin``); it *wins* only
   when that quantile is above zero. Never against the previous default: margins must not chain.
 """
 
@@ -103,9 +103,9 @@ def anchored_gate(turns: pd.DataFrame, candidate: str, anchor: str = "seed", *, 
     pooled = datasets["pooled"]
     record: dict[str, Any] = {
         "candidate": candidate, "anchor": anchor, "margin": margin, "alpha": alpha,
-        "passes": pooled["lower_bound"] > -margin, "wins": pooled["lower_bound"] > 0, "datasets": datasets,
+        "passes": pooled["lower_bound"] >= -margin, "wins": pooled["lower_bound"] > 0, "datasets": datasets,
         "rule": f"passes: the {alpha:.0%} quantile of the paired bootstrap difference of balanced accuracy "
-                f"(candidate - {anchor}, dialogues resampled) is above -{margin:.2f}; wins: above 0",
+                f"(candidate - {anchor}, dialogues resampled) is at least -{margin:.2f}; wins: above 0",
     }
     if no_lm:
         mine, tier = (_ordered(paired[paired["system"] == s]) for s in (candidate, no_lm))

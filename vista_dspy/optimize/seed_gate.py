@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-MARGIN = 0.01
-CONFIDENCE = 0.95
+from .instrument import GATE_ALPHA, GATE_MARGIN
+
+MARGIN = GATE_MARGIN  # one gate, one rule: the instrument's (``instrument.anchored_gate``) on a study's recorded turns
+CONFIDENCE = 1 - GATE_ALPHA
 
 
 class SeedGate(BaseModel):
