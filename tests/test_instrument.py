@@ -165,3 +165,30 @@ def test_vista_benchmark_suite_runs_the_parts_turns_and_prints_the_instrument(tm
     assert table["p_vs_vista"].notna().sum() == len(table) - 2  # all but vista's own rows (pooled and vista-human)
     refused = CliRunner().invoke(app, ["benchmark", "--suite", "half", "--model", "openai/fake"])
     assert refused.exit_code == 2 and "unknown suite part 'half'" in refused.output
+
+
+def test_the_committed_suite_probes_rebuild_the_anchored_gate_the_shipped_program_carries():
+    """local.meta.json's anchored gate is what the committed probes of the compile part give, number for number:
+    the default against the seed, and the turn labels its LM changed against the no-LM tier."""
+    from pathlib import Path
+
+    from vista_dspy.compiled.files import compiled_dir
+    from vista_dspy.experiments.instrument import probe_turns
+
+    probes = Path(__file__).resolve().parents[1] / "benchmarks" / "probes"
+    names = {"candidate": "local-1.5b-default", "anchor": "local-1.5b-seed", "no_lm": "no-lm"}
+    turns = pd.concat([probe_turns(probes / f"suite-{name}") for name in names.values()], ignore_index=True)
+    rebuilt = anchored_gate(turns[turns["part"] == "compile"], names["candidate"], names["anchor"],
+                            no_lm=names["no_lm"])
+    shipped = json.loads((compiled_dir() / "local.meta.json").read_text())["anchored_gate"]
+    assert shipped["part"] == "compile" and (rebuilt["passes"], rebuilt["wins"]) == (shipped["passes"], shipped["wins"])
+    assert set(rebuilt["datasets"]) == set(shipped["datasets"]) == {"pooled", "begin", "fade", "faithdial-audit",
+                                                                     "vista-human"}
+    for name, mine in rebuilt["datasets"].items():
+        theirs = shipped["datasets"][name]
+        assert mine["turns"] == theirs["turns"]
+        assert mine["difference"] == pytest.approx(theirs["difference"], abs=1e-9)
+        assert mine["lower_bound"] == pytest.approx(theirs["lower_bound"], abs=1e-9)
+        assert mine["turns_only_candidate_right"] == theirs["turns_only_candidate_right"]
+    assert {k: rebuilt["lm_flips"][k] for k in ("turns", "now_right", "now_wrong")} == \
+        {k: shipped["lm_flips"][k] for k in ("turns", "now_right", "now_wrong")}
