@@ -66,10 +66,15 @@ _OWN = re.compile(r"\b(?:(?P<i>I|I'm|I've|I'd|I'll)|(?P<we>me|my|mine|myself|we|
                   r"ourselves)|(?P<role>the (?:assistant|wizard|apprentice|speaker|bot|agent|user)(?:'s)?))\b",
                   re.IGNORECASE)
 _TITLE_AFTER = re.compile(r"\s+(?:the\s+)?[A-Z]")  # what follows a capitalised "We" that opens a title
-_EVALUATIVE = re.compile(r"\b(great|amazing|awesome|wonderful|fantastic|beautiful|gorgeous|stunning|interesting|"
-                         r"fascinating|cool|fun|nice|lovely|delicious|exciting|impressive|boring|terrible|awful|"
-                         r"horrible|favou?rite|worth|recommend(?:s|ed)?|should|must-see|breathtaking|incredible|"
-                         r"enjoyable|glad|happy|sorry)\b", re.IGNORECASE)
+_EVALUATIVE_WORDS = ("great", "amazing", "awesome", "wonderful", "fantastic", "beautiful", "gorgeous", "stunning",
+                     "interesting", "fascinating", "cool", "fun", "nice", "lovely", "delicious", "exciting",
+                     "impressive", "boring", "terrible", "awful", "horrible", "favou?rite", "worth",
+                     "recommend(?:s|ed)?", "should", "must-see", "breathtaking", "incredible", "enjoyable", "glad",
+                     "happy", "sorry")
+_EVALUATIVE = re.compile(r"\b(" + "|".join(_EVALUATIVE_WORDS) + r")\b", re.IGNORECASE)
+# What every match of ``_EVALUATIVE`` holds, in lower case (the letters before the first optional part): an ASCII text
+# without any of them has no evaluative word, and is not searched.
+_EVALUATIVE_STEMS = tuple(re.sub(r".\?.*|\(.*", "", w) for w in _EVALUATIVE_WORDS)
 _FRAMED_WORDS = 3  # content words the framed clause needs to be a statement of its own
 _LENGTH_SCALE = 12
 
@@ -124,34 +129,30 @@ class TurnEvidence:
         sentence that coverage added."""
         words = content_words(claim)
         lower = claim.lower()
-
-        def uncovered(*sources: frozenset[str]) -> float:
-            if not words:
-                return 0.0
-            return sum(not any(w in s for s in sources) for w in words) / len(words)
-
+        n = len(words)
+        # Shares of the claim's words a source lacks: set differences (counted as a loop over the words counted them).
         speaker = bool(_SPEAKER.search(lower))
         opinion = bool(_OPINION.search(lower))
         frame = _FRAME.match(lower)
         attributed = bool(frame) and len(content_words(frame.group("clause"))) >= _FRAMED_WORDS
         lacking = self.lacking(claim)
         return {
-            "uncovered_reference": uncovered(self.reference) if self.reference else 1.0 if words else 0.0,
-            "uncovered_knowledge": uncovered(self.knowledge),
-            "uncovered_history": uncovered(self.history),
-            "uncovered_all": uncovered(self.reference, self.knowledge, self.history),
+            "uncovered_reference": (len(words - self.reference) / n if self.reference else 1.0) if n else 0.0,
+            "uncovered_knowledge": len(words - self.knowledge) / n if n else 0.0,
+            "uncovered_history": len(words - self.history) / n if n else 0.0,
+            "uncovered_all": len(words.difference(self.reference, self.knowledge, self.history)) / n if n else 0.0,
             "speaker": float(speaker),
             "opinion": float(opinion),
             "hedge": float(bool(_HEDGE.search(lower))),
             "speaker_opinion": float(speaker and opinion),
             "attributed": float(attributed),
-            "length": min(len(words) / _LENGTH_SCALE, 1.0),
+            "length": min(n / _LENGTH_SCALE, 1.0),
             "question": float("?" in claim),
             "coverage": float(added),
             "figure_lacking": float(any(f.kind != "name" for f in lacking)),
             "name_lacking": float(any(f.kind == "name" for f in lacking)),
-            "own_remark": float(bool(own_words(claim))),
-            "evaluative": float(bool(evaluative_words(claim))),
+            "own_remark": float(_speaks_of_itself(claim)),
+            "evaluative": float(_evaluates(claim)),
         }
 
     def lacking(self, claim: str) -> list[Figure]:
@@ -162,14 +163,19 @@ class TurnEvidence:
         """The passage of the sources sharing most of the claim's content words (the reference first, then the
         store, then the dialogue before it, on ties); None when no passage shares one."""
         words = content_words(claim)
-        best = max(self.passages, key=lambda p: len(words & p.words), default=None)
-        if best is None or not words & best.words:
+        shared: dict[int, int] = {}
+        for word in words:
+            for i in self._passages_with.get(word, ()):
+                shared[i] = shared.get(i, 0) + 1
+        if not shared:
             return None
-        return Support(best, len(words & best.words), len(words))
+        most = max(shared.values())
+        best = min(i for i, n in shared.items() if n == most)  # the first passage sharing the most
+        return Support(self.passages[best], most, len(words))
 
     def unsaid(self, claim: str) -> list[str]:
         """The claim's content words (as lower-case words) whose stem none of the sources holds, in order, once."""
-        sources = self.reference | self.knowledge | self.history
+        sources = self._words
         seen: set[str] = set()
         out = []
         for word in _WORD.findall(claim.lower()):
@@ -178,6 +184,20 @@ class TurnEvidence:
                 seen.add(stem)
                 out.append(word)
         return out
+
+    # Read once per turn's sources (the evidence is cached per prompt), not once per claim.
+    @functools.cached_property
+    def _words(self) -> frozenset[str]:
+        return self.reference | self.knowledge | self.history
+
+    @functools.cached_property
+    def _passages_with(self) -> dict[str, tuple[int, ...]]:
+        """{content word: the indices of the passages holding it}."""
+        index: dict[str, list[int]] = {}
+        for i, passage in enumerate(self.passages):
+            for word in passage.words:
+                index.setdefault(word, []).append(i)
+        return {word: tuple(found) for word, found in index.items()}
 
 
 @functools.lru_cache(maxsize=256)
@@ -188,13 +208,37 @@ def _turn_evidence(reference: str | None, knowledge: tuple[str, ...], history: t
 def own_words(claim: str) -> list[str]:
     """The words by which a speaker speaks of itself in ``claim`` ("I", "my", "the assistant"; not "US", nor the "We"
     of a title such as "We the Living")."""
-    return [m.group() for m in _OWN.finditer(claim) if m.group() != "US"
-            and not (m.group()[0].isupper() and _TITLE_AFTER.match(claim, m.end()))]
+    return [m.group() for m in _OWN.finditer(claim) if _own(claim, m)]
+
+
+def _own(claim: str, match: re.Match) -> bool:
+    word = match.group()
+    return word != "US" and not (word[0].isupper() and _TITLE_AFTER.match(claim, match.end()))
+
+
+def _speaks_of_itself(claim: str) -> bool:
+    """``bool(own_words(claim))``, stopping at the first."""
+    return any(_own(claim, m) for m in _OWN.finditer(claim))
 
 
 def evaluative_words(claim: str) -> list[str]:
     """The evaluative words of ``claim`` written in lower case ("great", not the "Great" of "Great Neck")."""
+    if claim.isascii() and not _may_evaluate(claim.lower()):
+        return []
     return [m.group() for m in _EVALUATIVE.finditer(claim) if m.group()[0].islower()]
+
+
+def _evaluates(claim: str) -> bool:
+    """``bool(evaluative_words(claim))``, stopping at the first."""
+    if claim.isascii() and not _may_evaluate(claim.lower()):
+        return False
+    return any(m.group()[0].islower() for m in _EVALUATIVE.finditer(claim))
+
+
+def _may_evaluate(lower: str) -> bool:
+    """Whether a lower-cased ASCII text holds the letters an evaluative word starts with (on ASCII, ``_EVALUATIVE``'s
+    IGNORECASE is ``str.lower``: a text without them has no match)."""
+    return any(stem in lower for stem in _EVALUATIVE_STEMS)
 
 
 def remark_marks(claim: str) -> tuple[list[str], list[str], list[str]]:
