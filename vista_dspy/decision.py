@@ -44,6 +44,7 @@ all call it.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -99,7 +100,7 @@ class LinearModel(BaseModel):
 
     def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
         x = [values[f] for f in self.features]
-        scores = [b + sum(w * v for w, v in zip(row, x)) for row, b in zip(self.coef, self.intercept)]
+        scores = [b + sum(map(operator.mul, row, x)) for row, b in zip(self.coef, self.intercept)]
         top = max(scores)
         exp = [math.exp(s - top) for s in scores]
         total = sum(exp)

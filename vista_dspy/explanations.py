@@ -21,15 +21,16 @@ def reason(category: str, claim: str, cues: Mapping[str, float], evidence: TurnE
     """The evidence behind ``category`` for ``claim``, in words a reader can check against its sources."""
     if category in UNSAFE_CATEGORIES:
         return _unsupported(claim, evidence)
-    speakers, opinions, hedges = remark_marks(claim)
-    lacking = evidence.lacking(claim) if lacks_a_source(cues) else []
     said = []
-    if category == "ABSTENTION" and hedges:
-        said.append(f"it hedges or declines ({_listed(hedges)})")
-    if category in ("OUT-OF-SCOPE", "ABSTENTION") and opinions:
-        said.append(f"it gives an opinion ({_listed(opinions)})")
-    if category in ("OUT-OF-SCOPE", "ABSTENTION") and speakers:
-        said.append(f"it is a speaker's own remark ({_listed(speakers)})")
+    if category in ("OUT-OF-SCOPE", "ABSTENTION"):  # (a VERIFIED claim's remark words are never quoted)
+        speakers, opinions, hedges = remark_marks(claim)
+        if category == "ABSTENTION" and hedges:
+            said.append(f"it hedges or declines ({_listed(hedges)})")
+        if opinions:
+            said.append(f"it gives an opinion ({_listed(opinions)})")
+        if speakers:
+            said.append(f"it is a speaker's own remark ({_listed(speakers)})")
+    lacking = evidence.lacking(claim) if lacks_a_source(cues) else []
     if lacking:
         said.append(_lacking(lacking, evidence))
     if said:

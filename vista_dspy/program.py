@@ -240,7 +240,7 @@ class Vista(StagedModule, SavedProgram):
         errors: list[str] = []
         ungrounded_background: list[str] = []
         verdicts: list[TurnVerdict] = []
-        questions = self._questions()
+        questions: dict[str, Any] = {}  # how Verify and Categorize are asked: read on the first claim asked
 
         # 1. Claims: given, decomposed, or the turn's sentences.
         to_claim = [i for i, t in enumerate(dialogue.turns)
@@ -317,36 +317,44 @@ class Vista(StagedModule, SavedProgram):
         claim's evidence cues are computed here; with a rule whose cascade decides a claim by its evidence alone,
         that claim is not asked at all."""
         turn = dialogue.turns[index]
-        history = render_history(dialogue.turns[:index])
-        evidence = {
-            "reference": turn.grounding.document or NO_REFERENCE,
-            "knowledge": render_knowledge(knowledge),
-        }
-        if self.options.use_context:
-            evidence["history"] = history
         turn_evidence = evidence_of(dialogue, index, knowledge)
         first_added = len(claims.claims) - claims.added
         cues = [turn_evidence.cues(text, added=i >= first_added) for i, text in enumerate(claims.texts)]
+        rule = self.rule
         early = {i: d for i, c in enumerate(cues)
-                 if self.rule is not None and (d := by_evidence(self.rule, c)) is not None}
+                 if rule is not None and (d := by_evidence(rule, c)) is not None}
         asked = [i for i in range(len(cues)) if i not in early]
-        extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
-                 if self.options.check_contradictions else [])
-        verified, categorized, extra_results = yield from self._judge_claims_of_turn(
-            [claims.texts[i] for i in asked], evidence, extra, questions["verify"], questions["categorize"], usage)
+        verified: list[StageResult] = []
+        categorized: dict[int, StageResult] = {}
+        extra_results: list[StageResult] = []
+        extra: list[StageCall] = []
+        if asked or self.options.check_contradictions:  # (with no claim asked and no check: no prompt to render)
+            history = render_history(dialogue.turns[:index])
+            evidence = {
+                "reference": turn.grounding.document or NO_REFERENCE,
+                "knowledge": render_knowledge(knowledge),
+            }
+            if self.options.use_context:
+                evidence["history"] = history
+            extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
+                     if self.options.check_contradictions else [])
+            if not questions:
+                questions.update(self._questions())
+            verified, categorized, extra_results = yield from self._judge_claims_of_turn(
+                [claims.texts[i] for i in asked], evidence, extra, questions["verify"], questions["categorize"],
+                usage)
         contradiction = self._contradiction(extra_results[0]) if extra else None
         verdicts: list[ClaimVerdict] = []
         for i, claim in enumerate(claims.claims):
             if i in early:
-                verdicts.append(by_evidence_verdict(self.rule, claim, early[i], cues[i], turn_evidence))
+                verdicts.append(by_evidence_verdict(rule, claim, early[i], cues[i], turn_evidence))
             else:
                 j = asked.index(i)
-                verdicts.append(claim_verdict(self.rule, claim, verified[j], categorized.get(j), cues[i],
-                                              turn_evidence))
+                verdicts.append(claim_verdict(rule, claim, verified[j], categorized.get(j), cues[i], turn_evidence))
             if i >= first_added:
                 verdicts[-1] = verdicts[-1].model_copy(update={"added_by": "coverage"})
         # A rule's turn decision acts through the turn's most doubtful claim: the label follows from the claims.
-        verdicts, turn_explanation = turn_through_claims(self.rule, verdicts, turn_evidence)
+        verdicts, turn_explanation = turn_through_claims(rule, verdicts, turn_evidence)
         return scoring.turn_verdict(
             index, turn, verdicts, explanation=turn_explanation,
             error=claims.error, contradiction=contradiction, claims_source=claims.source, knowledge=knowledge,
