@@ -22,6 +22,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..grounding import content_stem
 
@@ -58,6 +59,9 @@ _NOT_NAMES = frozenset({"i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "mr", "
 # A token: a numeral (with thousands separators, a decimal part, an ordinal or decade suffix), or a word.
 _TOKEN = re.compile(r"(?P<num>(?<![\w.])[-\u2212]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:(?:st|nd|rd|th|'?s)(?![^\W\d_]))?)"
                     r"|(?P<word>[^\W\d_]+(?:'[^\W\d_]+)?)")
+_ORDINAL_SUFFIX = re.compile(r"(st|nd|rd|th)$")
+_POSSESSIVE = re.compile(r"'s?$")
+_DECADE = re.compile(r"\d\d(\d\d)'?s")  # a decade written with its century: "1950s"
 # What, between two words, ends a sentence (or opens a quotation, a parenthesis, a title line).
 _BREAK = re.compile(r"[.!?:;\"\u201c\u201d(\[\u2014\u2013\n]")
 
@@ -71,8 +75,7 @@ class Figure:
     kind: str  # "number", "date" or "name"
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):  # (a tuple: built for every word of every unit read)
     text: str
     lower: str
     start: int
@@ -98,7 +101,7 @@ def _number_key(value: float) -> str:
 
 def _numeral(token: str) -> float | None:
     body = token.lstrip("-\u2212").rstrip("s").rstrip("'")
-    body = re.sub(r"(st|nd|rd|th)$", "", body).replace(",", "")
+    body = _ORDINAL_SUFFIX.sub("", body).replace(",", "")
     try:
         value = float(body)
     except ValueError:
@@ -111,8 +114,8 @@ def figures(text: str, *, source: bool = False) -> tuple[Figure, ...]:
     """The figures and names of ``text``, in order. ``source``: read as a source (a standalone "one", "first" or
     "second" counts as 1 or 2). (Cached: a unit's figures are read for its cues and again for its explanation.)"""
     tokens = _tokens(text)
-    letters = [c for c in text if c.isalpha()]
-    shouted = sum(c.isupper() for c in letters) > len(letters) / 2  # capitals mark no name in a text all capitals
+    letters = "".join(filter(str.isalpha, text))
+    shouted = sum(map(str.isupper, letters)) > len(letters) / 2  # capitals mark no name in a text all capitals
     found: list[Figure] = []
     i = 0
     while i < len(tokens):
@@ -238,7 +241,7 @@ def _name_key(tokens: Iterable[_Token]) -> str:
 def _word_stem(word: str) -> str | None:
     """``grounding.content_stem`` of a word without its accents and possessive ("Müller's" ~ "Muller")."""
     plain = unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode()
-    return content_stem(re.sub(r"'s?$", "", plain))
+    return content_stem(_POSSESSIVE.sub("", plain))
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,7 @@ def _source_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
     for figure in figures(text, source=True):
         if figure.kind != "name":
             keys.add(figure.key)
-            if re.fullmatch(r"\d\d(\d\d)'?s", figure.text):  # "the 1950s" holds "the 50s"
+            if _DECADE.fullmatch(figure.text):  # "the 1950s" holds "the 50s"
                 keys.add(_number_key(float(figure.text[2:4])))
     stems = {s for t in _TOKEN.finditer(text.lower()) if (s := _word_stem(t.group()))}
     return frozenset(keys), frozenset(stems)
