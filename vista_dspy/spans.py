@@ -106,18 +106,22 @@ def _ascii_occurrences(text: str, words: Sequence[str]) -> list[Span]:
     no space) takes the whole run of spaces; the search resumes after each match, as ``re.finditer``'s does."""
     lowered = text.lower()
     wanted = [word.lower() for word in words]
+    spaced = " ".join(wanted)  # the words one space apart, as a sentence of the turn most often holds them
     found: list[Span] = []
     start = lowered.find(wanted[0])
     while start >= 0:
         end = start + len(wanted[0])
-        for word in wanted[1:]:
-            gap = end
-            while gap < len(lowered) and lowered[gap].isspace():
-                gap += 1
-            if gap == end or not lowered.startswith(word, gap):
-                end = -1
-                break
-            end = gap + len(word)
+        if lowered.startswith(spaced, start):  # (each word starts with no space: each gap is that one space)
+            end = start + len(spaced)
+        else:
+            for word in wanted[1:]:
+                gap = end
+                while gap < len(lowered) and lowered[gap].isspace():
+                    gap += 1
+                if gap == end or not lowered.startswith(word, gap):
+                    end = -1
+                    break
+                end = gap + len(word)
         if end >= 0 and not (start and _word_char(lowered[start - 1])) and not (
                 end < len(lowered) and _word_char(lowered[end])):
             found.append((start, end))
