@@ -11,6 +11,7 @@ the same dialogue and passages is the same dialogue.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -84,6 +85,14 @@ def history_turns(history: Any, response_field: str = "response") -> tuple[list[
                 pairs.append((str(role), str(text)))
     else:
         raise ValueError(f"a history must be text, messages or a dspy.History, not {type(history).__name__}")
+    turns, background = _turns(tuple(pairs))
+    return list(turns), list(background)
+
+
+@functools.lru_cache(maxsize=1024)
+def _turns(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[Turn, ...], tuple[str, ...]]:
+    """The turns and background facts of a history's (role, text) pairs: built once for the completions of one
+    prompt (the turns are shared between their dialogues; nothing changes a turn once built)."""
     turns, background = [], []
     for role, text in pairs:
         kind = ROLES.get(role.strip().lower(), "user")
@@ -94,4 +103,4 @@ def history_turns(history: Any, response_field: str = "response") -> tuple[list[
         else:
             turns.append(Turn(role="assistant", text=text, grounding=Grounding.background()) if kind == "assistant"
                          else Turn(role="user", text=text))
-    return turns, background
+    return tuple(turns), tuple(background)
