@@ -38,6 +38,7 @@ _ORDINALS |= {w: 10 * i for i, w in enumerate(
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
            "trillion": 1_000_000_000_000}
 _NUMBER_WORDS = {**_UNITS, **_TENS, **_ORDINALS}
+_NUMBER_STARTS = frozenset({*_NUMBER_WORDS, *_SCALES, "a"})  # the words a number written in words starts with
 _NEGATIVE = frozenset({"minus", "negative"})
 # A unit's words that read as numbers but seldom state a figure; "100's" and "1000s" are "hundreds", "thousands".
 _NOT_FIGURES = frozenset({"one", "first", "second"})
@@ -87,11 +88,14 @@ class _Token(NamedTuple):  # (a tuple: built for every word of every unit read)
 
 def _tokens(text: str) -> list[_Token]:
     tokens: list[_Token] = []
+    previous = None  # where the token before ended
     for match in _TOKEN.finditer(text):
         word = match.group()
-        gap = text[tokens[-1].end:match.start()] if tokens else ""
-        tokens.append(_Token(word, word.lower(), match.start(), match.end(), match.group("num") is not None,
-                             not tokens or bool(_BREAK.search(gap)), gap))
+        start, end = match.span()
+        gap = "" if previous is None else text[previous:start]
+        tokens.append(_Token(word, word.lower(), start, end, match.group("num") is not None,
+                             previous is None or bool(_BREAK.search(gap)), gap))
+        previous = end
     return tokens
 
 
@@ -157,6 +161,8 @@ def _number_run(tokens: list[_Token], i: int) -> tuple[int, float]:
             value *= _SCALES[tokens[end].lower]
             end += 1
         return end, value
+    if token.lower not in _NUMBER_STARTS and "-" not in token.lower:
+        return i, 0.0  # (most words: what the two tests below find, in one look)
     words = token.lower.split("-")
     if token.lower == "a" and i + 1 < len(tokens) and tokens[i + 1].lower in _SCALES:
         start, total, current = i + 1, 0.0, 1.0  # "a thousand"
