@@ -130,3 +130,48 @@ def test_the_no_lm_tier_gives_the_same_verdicts_as_the_earlier_paths(batch, monk
         before = verdicts(batch)
     assert len(fast) == len(batch["completions"]) == 80
     assert fast == before
+
+
+# Wave 7's checks read the same things another way: an ASCII claim without an evaluative word's letters is not
+# searched, a closest passage comes from a word index, coverage shares from set differences.
+CLAIM_WORDS = ["I", "i", "my", "We", "US", "us", "the assistant's", "Great", "great", "GREAT", "favourite", "favorite",
+               "recommended", "must-see", "cool", "Cool.", "coolest", "worth", "museum", "opens", "at", "nine", "1890",
+               "Tromsø", "ſorry", "K", "fun!", "the", "free", "should", "I'm", "It's"]
+claims = st.lists(st.sampled_from(CLAIM_WORDS) | st.text(max_size=6), min_size=1, max_size=10).map(" ".join)
+
+
+@MANY
+@given(claim=claims)
+def test_evaluative_and_own_words_are_the_regular_expressions(claim):
+    from vista_dspy import evidence
+
+    regex = [m.group() for m in evidence._EVALUATIVE.finditer(claim) if m.group()[0].islower()]
+    assert evidence.evaluative_words(claim) == regex
+    assert evidence._evaluates(claim) == bool(regex)
+    assert evidence._speaks_of_itself(claim) == bool(evidence.own_words(claim))
+
+
+@MANY
+@given(claim=claims, sources=st.lists(claims, min_size=1, max_size=4), store=st.lists(claims, max_size=2))
+def test_closest_passage_and_coverage_shares_are_their_definitions(claim, sources, store):
+    from vista_dspy.evidence import TurnEvidence
+    from vista_dspy.grounding import content_words
+
+    evidence = TurnEvidence.of(" ".join(sources[:2]), store, sources[2:])
+    words = content_words(claim)
+    best = max(evidence.passages, key=lambda p: len(words & p.words), default=None)
+    support = evidence.support(claim)
+    if best is None or not words & best.words:
+        assert support is None
+    else:
+        assert (support.passage, support.shared, support.of) == (best, len(words & best.words), len(words))
+    cues = evidence.cues(claim)
+
+    def uncovered(*sources):
+        return sum(not any(w in s for s in sources) for w in words) / len(words) if words else 0.0
+
+    assert cues["uncovered_knowledge"] == uncovered(evidence.knowledge)
+    assert cues["uncovered_history"] == uncovered(evidence.history)
+    assert cues["uncovered_all"] == uncovered(evidence.reference, evidence.knowledge, evidence.history)
+    assert cues["uncovered_reference"] == (uncovered(evidence.reference) if evidence.reference
+                                           else 1.0 if words else 0.0)
