@@ -50,6 +50,7 @@ _MONTHS = {name: number for number, names in enumerate((
 _WEEKDAYS = {name: number for number, names in enumerate((
     ("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"), ("thursday", "thu", "thurs"),
     ("friday", "fri"), ("saturday", "sat"), ("sunday", "sun")), start=1) for name in names}
+_DATE_WORDS = frozenset({*_MONTHS, *_WEEKDAYS})
 # Abbreviations that are ordinary words as often as dates: a month or a day only written in full.
 _AMBIGUOUS_DATES = frozenset({"jan", "mar", "may", "jun", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue",
                               "wed", "thu", "fri", "sat", "sun"})
@@ -94,7 +95,7 @@ def _tokens(text: str) -> list[_Token]:
         start, end = match.span()
         gap = "" if previous is None else text[previous:start]
         tokens.append(_Token(word, word.lower(), start, end, match.group("num") is not None,
-                             previous is None or bool(_BREAK.search(gap)), gap))
+                             previous is None or (gap != " " and bool(_BREAK.search(gap))), gap))
         previous = end
     return tokens
 
@@ -124,6 +125,11 @@ def figures(text: str, *, source: bool = False) -> tuple[Figure, ...]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
+        low = token.lower
+        if (not token.numeral and not token.text[0].isupper() and low not in _NUMBER_STARTS and "-" not in low
+                and low.rstrip(".") not in _DATE_WORDS):
+            i += 1  # (most words: no number, date or name starts at a lower-case word no number word starts)
+            continue
         run_end, value = _number_run(tokens, i)
         if run_end > i:
             words = [t.lower for t in tokens[i:run_end]]
