@@ -59,8 +59,7 @@ def _lacking(lacking: Sequence[Figure], evidence: TurnEvidence) -> str:
     names = [f for f in lacking if f.kind == "name"]
     parts = []
     if numbers:
-        given = list(dict.fromkeys(f.text for f in evidence.reference_figures
-                                   if any(f.kind == n.kind for n in numbers)))
+        given = evidence.reference_figure_texts(frozenset(n.kind for n in numbers))
         parts.append(f"no source holds {_listed([f.text for f in numbers], 'or', quote=False)}"
                      + (f" (the reference gives {_listed(given[:4], 'and', quote=False)})" if given else ""))
     if names:

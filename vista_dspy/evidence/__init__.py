@@ -185,7 +185,17 @@ class TurnEvidence:
                 out.append(word)
         return out
 
+    def reference_figure_texts(self, kinds: frozenset[str]) -> tuple[str, ...]:
+        """The reference's figures of these kinds ("number", "date"), as written, in order, each once."""
+        if kinds not in self._figure_texts:
+            self._figure_texts[kinds] = tuple(dict.fromkeys(f.text for f in self.reference_figures if f.kind in kinds))
+        return self._figure_texts[kinds]
+
     # Read once per turn's sources (the evidence is cached per prompt), not once per claim.
+    @functools.cached_property
+    def _figure_texts(self) -> dict[frozenset[str], tuple[str, ...]]:
+        return {}
+
     @functools.cached_property
     def _words(self) -> frozenset[str]:
         return self.reference | self.knowledge | self.history
