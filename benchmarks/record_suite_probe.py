@@ -8,8 +8,8 @@ program and its content hash, model, the suite's name, per dataset the turns rec
 
 Several directories (the compile part's and the test part's) make one record; a dataset's turns of a part come from
 the directory that judged the most of them (the first on a tie: list a live run before a replay from the cache, whose
-verdicts carry no usage). Rerunning it over directories that have grown replaces the record with the longer one. ``benchmarks/instrument_table.py``
-rebuilds the instrument's tables and the anchored gate from these records alone.
+verdicts carry no usage). Rerunning it over directories that have grown replaces the record with the longer one.
+``benchmarks/instrument_table.py`` rebuilds the instrument's tables and the anchored gate from these records alone.
 """
 
 from __future__ import annotations
