@@ -20,9 +20,7 @@ from typing import Any
 import pandas as pd
 
 from .metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval, mcnemar_exact
-
-GATE_MARGIN = 0.01
-GATE_ALPHA = 0.05
+from .seed_gate import GATE_ALPHA, GATE_MARGIN
 
 
 def turn_scores(frame: pd.DataFrame) -> dict[str, Any]:

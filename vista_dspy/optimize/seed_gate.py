@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .instrument import GATE_ALPHA, GATE_MARGIN
-
-MARGIN = GATE_MARGIN  # one gate, one rule: the instrument's (``instrument.anchored_gate``) on a study's recorded turns
+# One gate, one rule: the instrument's ``anchored_gate`` on suite runs and ``seed_gate`` on a study's recorded turns.
+GATE_MARGIN = 0.01
+GATE_ALPHA = 0.05
+MARGIN = GATE_MARGIN
 CONFIDENCE = 1 - GATE_ALPHA
 
 
