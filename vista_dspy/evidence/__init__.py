@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..grounding import content_stem, content_words, split_sentences
@@ -233,16 +233,18 @@ def _speaks_of_itself(claim: str) -> bool:
 
 def evaluative_words(claim: str) -> list[str]:
     """The evaluative words of ``claim`` written in lower case ("great", not the "Great" of "Great Neck")."""
-    if claim.isascii() and not _may_evaluate(claim.lower()):
-        return []
-    return [m.group() for m in _EVALUATIVE.finditer(claim) if m.group()[0].islower()]
+    return list(_evaluative(claim))
 
 
 def _evaluates(claim: str) -> bool:
     """``bool(evaluative_words(claim))``, stopping at the first."""
+    return next(_evaluative(claim), None) is not None
+
+
+def _evaluative(claim: str) -> Iterator[str]:
     if claim.isascii() and not _may_evaluate(claim.lower()):
-        return False
-    return any(m.group()[0].islower() for m in _EVALUATIVE.finditer(claim))
+        return
+    yield from (m.group() for m in _EVALUATIVE.finditer(claim) if m.group()[0].islower())
 
 
 def _may_evaluate(lower: str) -> bool:
