@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -72,6 +73,31 @@ def test_a_run_from_before_a_setting_existed_resumes_under_its_old_value(tmp_pat
     with pytest.raises(RunConflict, match="claim_calls: 'per-claim' -> 'batched'"):
         evaluate(dialogues, Vista.from_program(), rule_lm(), out_dir=tmp_path,
                  settings={**current, "claim_calls": "batched"})
+
+
+def test_an_interrupt_stops_the_dialogues_in_flight_at_their_next_call(tmp_path, dev_file):
+    """Ctrl-C with threads: a dialogue judged on another thread stops at its next LM call, instead of running to its
+    end unrecorded while the process waits to exit (minutes for a long dialogue with a slow model)."""
+    from vista_dspy.lm.models import ModelConfig
+
+    dialogues = sorted(load_dialogues(dev_file), key=lambda d: -len(d.turns))[:4]  # many calls each
+    at_interrupt = []
+    with FakeOpenAIServer(latency=0.05) as server:
+        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
+
+        def stop_at_first(verdict):
+            at_interrupt.append(server.requests)
+            raise KeyboardInterrupt
+
+        result = evaluate(dialogues, Vista.from_program(), Threads(lm, threads=2), out_dir=tmp_path,
+                          on_done=stop_at_first)
+        for thread in threading.enumerate():
+            if thread.name.startswith("vista"):
+                thread.join(timeout=120)
+        after = server.requests
+    assert result.interrupted and len(read_verdicts(tmp_path / VERDICTS)) == 1
+    # The other thread's dialogue makes at most the call it was in (two with the one just being sent).
+    assert after - at_interrupt[0] <= 2
 
 
 def test_interrupt_keeps_finished_dialogues(tmp_path, dev_file):

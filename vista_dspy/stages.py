@@ -55,6 +55,12 @@ class EndpointDown(RuntimeError):
     finished)."""
 
 
+class JudgingStopped(BaseException):
+    """The run was interrupted (Ctrl-C, SIGTERM): a dialogue still in progress on a thread of its own stops at its
+    next LM call instead of running to its end unrecorded. Not an ``Exception``: no per-claim fallback takes it for a
+    failed call."""
+
+
 class CallFailures:
     """How one run treats failed LM calls (thread-safe, shared by all its dialogues): an unparseable answer is asked
     again up to ``parse_retries`` times past the cache, and ``stop_after`` endpoint failures in a row -- with no
@@ -65,11 +71,18 @@ class CallFailures:
         self.parse_retries, self.stop_after = max(0, parse_retries), stop_after or None
         self.in_a_row = 0
         self.down: str | None = None
+        self.stopped = False
         self._lock = threading.Lock()
 
     def before_call(self) -> None:
+        if self.stopped:
+            raise JudgingStopped
         if self.down is not None:
             raise EndpointDown(self.down)
+
+    def stop(self) -> None:
+        """Every later call of the run raises ``JudgingStopped`` (the run was interrupted)."""
+        self.stopped = True
 
     def answered(self) -> None:
         with self._lock:

@@ -146,7 +146,11 @@ class Threads:
             with dspy.context(lm=self.lm, adapter=adapter), failures.active():
                 return judge(dialogue)
 
-        _judge_threaded(todo, judge_one, self.threads, record)
+        try:
+            _judge_threaded(todo, judge_one, self.threads, record)
+        except KeyboardInterrupt:
+            failures.stop()  # the dialogues still running stop at their next LM call, unrecorded
+            raise
 
 
 @dataclass(frozen=True)
