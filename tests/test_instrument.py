@@ -98,14 +98,15 @@ def test_intervals_are_on_the_turns_every_system_judged():
     assert pooled.loc["seed", "ba_low"] == pooled.loc["seed", "ba_high"] == 1.0
 
 
-def _write_run(directory, system, labels):
+def _write_run(directory, system, labels, *, claims=True):
     run = directory / "runs" / "begin" / system
     run.mkdir(parents=True)
     lines = []
     for i, (gold, label) in enumerate(labels):
         category = "LACKING EVIDENCE" if label == "hallucinated" else "VERIFIED"
         claim = ClaimVerdict(claim="c", category=category, stage="verify")
-        turn = TurnVerdict(turn_index=1, text="t", grounding="document", claims=[claim], claims_source="decomposed",
+        turn = TurnVerdict(turn_index=1, text="t", grounding="document", claims=[claim] if claims else [],
+                           claims_source="decomposed",
                            label=label, score=0.0 if label == "hallucinated" else 1.0, knowledge=[], gold_label=gold)
         lines.append(DialogueVerdict(dialogue_id=f"b{i}", turns=[turn], score=turn.score,
                                      source={"dataset": "begin"}).model_dump_json())
@@ -137,9 +138,11 @@ def test_the_instrument_table_counts_incoherent_turns_and_sets_the_baselines_on_
     first["turns"][0]["claims"][0]["category"] = "VERIFIED"
     lines[1] = json.dumps(first)
     (tmp_path / "runs/begin/vista/verdicts.jsonl").write_text("\n".join(lines) + "\n")
-    table = instrument_table(run_turns(tmp_path), ["vista", "seed"]).set_index(["dataset", "system"])
+    _write_run(tmp_path, "judge", [(g, "hallucinated") for g in gold], claims=False)  # LLM-as-Judge: no claims
+    table = instrument_table(run_turns(tmp_path), ["vista", "seed", "judge"]).set_index(["dataset", "system"])
     assert table.loc[("pooled", "vista"), "incoherent"] == 1
     assert table.loc[("pooled", "seed"), "incoherent"] == 0
+    assert pd.isna(table.loc[("pooled", "judge"), "incoherent"])  # it decides no claim to be coherent with
     assert table.loc[("pooled", "always-hallucinated"), "accuracy"] == 0.5
     assert table.loc[("pooled", "always-hallucinated"), "turns"] == 20
 

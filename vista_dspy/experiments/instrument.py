@@ -112,7 +112,9 @@ def instrument_table(turns: pd.DataFrame, systems: Sequence[str], reference: str
             p = float(mcnemar_exact(list(mine["gold"]), list(mine["label"]), list(ref["label"]))["pvalue"])
         extra.append({"model_s_per_turn": mine["model_ms"].mean() / 1000,
                       "calls_per_turn": mine["calls"].mean(),
-                      "incoherent": len(incoherent(mine)) if row["system"] not in BASELINES else None,
+                      # (a system that decides no claim, as LLM-as-Judge, has no claims to be coherent with)
+                      "incoherent": len(incoherent(mine)) if row["system"] not in BASELINES
+                      and mine["claims"].sum() > 0 else None,
                       f"p_vs_{reference}": p})
     return pd.concat([table, pd.DataFrame(extra)], axis=1)
 
