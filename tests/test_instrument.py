@@ -147,6 +147,25 @@ def test_the_instrument_table_counts_incoherent_turns_and_sets_the_baselines_on_
     assert table.loc[("pooled", "always-hallucinated"), "turns"] == 20
 
 
+def test_model_time_comes_from_the_turns_no_cache_answered_and_the_cached_share_is_shown(tmp_path):
+    from vista_dspy.experiments.instrument import instrument_table, run_turns, table_markdown
+    from vista_dspy.schema import Usage, UsageCounts
+
+    gold = ["hallucinated" if i % 2 else "faithful" for i in range(20)]
+    _write_run(tmp_path, "seed", [(g, g) for g in gold])
+    _write_run(tmp_path, "vista", [(g, g) for g in gold])
+    path = tmp_path / "runs/begin/vista/verdicts.jsonl"
+    verdicts = [DialogueVerdict.model_validate_json(line) for line in path.read_text().splitlines()]
+    for i, verdict in enumerate(verdicts):  # 10 turns live at 2 s each, 10 replayed from the cache
+        counts = UsageCounts(calls=1, prompt_ms=2000.0) if i < 10 else UsageCounts(cache_hits=1)
+        verdict.usage = Usage(by_model={"m": counts}, by_stage={"verify": counts})
+    path.write_text("".join(v.model_dump_json() + "\n" for v in verdicts))
+    table = instrument_table(run_turns(tmp_path), ["vista", "seed"])
+    row = table.set_index(["dataset", "system"]).loc[("pooled", "vista")]
+    assert row["model_s_per_turn"] == 2.0 and row["cached_share"] == 0.5
+    assert "| 2.0 (50% of answers cached) |" in table_markdown(table)
+
+
 def test_vista_benchmark_suite_runs_the_parts_turns_and_prints_the_instrument(tmp_path):
     from helpers import shared_data
 

@@ -175,6 +175,25 @@ def test_lm_cache_is_kept_per_model_and_endpoint(tmp_path, monkeypatch):
     assert cache_dir_for(w1) == cache_dir_for(w2)
 
 
+def test_a_run_replayed_from_the_lm_cache_counts_its_cache_hits_not_calls(tmp_path, dev_file):
+    """Answers the cache gave cost no token or millisecond of a model: they are counted as cache hits, and the summary
+    says so, rather than the run looking like one that made no call."""
+    with FakeOpenAIServer() as server:
+        def run(out):
+            result = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
+                                              server.url, "--limit", "2", "--out", str(out)])
+            assert result.exit_code == 0, result.output
+            return json.loads((out / "summary.json").read_text())["usage"]["total"], result.output
+
+        first, _ = run(tmp_path / "first")
+        asked = server.requests
+        again, printed = run(tmp_path / "again")
+    assert first["calls"] > 0 and first["cache_hits"] == 0
+    assert server.requests == asked  # nothing reached the server the second time
+    assert again["calls"] == 0 and again["cache_hits"] == first["calls"] and again["prompt_tokens"] == 0
+    assert f"{first['calls']} answers from the LM cache" in " ".join(printed.split())
+
+
 def ask(lm) -> None:
     import dspy
 

@@ -194,7 +194,9 @@ class Dialogue(_Record):
 class UsageCounts(_Record):
     """Calls and tokens as the endpoint counted them; with an endpoint that reports its own timings (llama.cpp's
     ``timings``, ``lm.clients.timings``) also the prompt tokens its prefix cache served and the milliseconds the
-    model spent reading the rest and writing the answer (zero where the endpoint reports none)."""
+    model spent reading the rest and writing the answer (zero where the endpoint reports none). ``cache_hits``: the
+    answers the LM cache gave instead of a call (no token or millisecond of theirs reached a model, so a run replayed
+    from the cache says so, rather than looking free)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -202,6 +204,7 @@ class UsageCounts(_Record):
     cached_prompt_tokens: int = 0
     prompt_ms: float = 0.0
     generation_ms: float = 0.0
+    cache_hits: int = 0
 
     def __add__(self, other: UsageCounts) -> UsageCounts:
         return UsageCounts(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})

@@ -137,9 +137,12 @@ class StageResult:
 
 
 def _usage_of(tracker: Any) -> dict[str, UsageCounts]:
+    """The calls each model answered, from DSPy's usage entries (``lm.clients.timings`` books a cache hit as an
+    entry of its own, ``{"cache_hit": 1}``)."""
     return {
         model: UsageCounts(
-            calls=len(entries),
+            calls=sum(not e.get("cache_hit") for e in entries),
+            cache_hits=sum(bool(e.get("cache_hit")) for e in entries),
             prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
             completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
             cached_prompt_tokens=sum(int(e.get("server_cached_tokens") or 0) for e in entries),

@@ -42,7 +42,8 @@ def probe_rows(verdict: DialogueVerdict) -> list[dict[str, Any]]:
                         "raw_label": c.raw_label, "p_unsafe": c.p_unsafe, "added_by": c.added_by,
                         "probabilities": c.probabilities.model_dump() if c.probabilities else None,
                         "cues": c.cues} for c in turn.claims],
-            "usage": {"calls": usage.calls / share, "prompt_tokens": usage.prompt_tokens / share,
+            "usage": {"calls": usage.calls / share, "cache_hits": usage.cache_hits / share,
+                      "prompt_tokens": usage.prompt_tokens / share,
                       "completion_tokens": usage.completion_tokens / share,
                       "cached_prompt_tokens": usage.cached_prompt_tokens / share,
                       "model_ms": usage.model_ms / share},
@@ -57,7 +58,8 @@ def frame_of(rows: Sequence[dict[str, Any]], **columns: Any) -> pd.DataFrame:
         "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "part": r["part"],
         "gold": r["gold"], "label": r["label"], "score": r["score"], "claims": len(r["claims"]),
         "unsafe_claims": sum(c["category"] in UNSAFE for c in r["claims"]),
-        "calls": r["usage"]["calls"], "model_ms": r["usage"]["model_ms"],
+        "calls": r["usage"]["calls"], "cache_hits": r["usage"].get("cache_hits", 0.0),
+        "model_ms": r["usage"]["model_ms"],
         "prompt_tokens": r["usage"]["prompt_tokens"], "completion_tokens": r["usage"]["completion_tokens"],
     } for r in rows])
 
@@ -88,9 +90,10 @@ def with_baselines(turns: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """``turns`` plus the trivial judges on the same turns: always-hallucinated, and a seeded fair coin."""
     first = turns[turns["system"] == turns["system"].iloc[0]]
     rng = np.random.default_rng(seed)
-    always = first.assign(system="always-hallucinated", label="hallucinated", model_ms=0.0, calls=0.0)
+    free = {"model_ms": 0.0, "calls": 0.0, "cache_hits": 0.0}
+    always = first.assign(system="always-hallucinated", label="hallucinated", **free)
     coin = first.assign(system="coin-flip", label=np.where(rng.random(len(first)) < 0.5, "hallucinated", "faithful"),
-                        model_ms=0.0, calls=0.0)
+                        **free)
     return pd.concat([turns, always, coin], ignore_index=True)
 
 
@@ -110,8 +113,12 @@ def instrument_table(turns: pd.DataFrame, systems: Sequence[str], reference: str
         if reference in names and row["system"] != reference:
             ref = group[group["system"] == reference].sort_values(["dataset", *keys])
             p = float(mcnemar_exact(list(mine["gold"]), list(mine["label"]), list(ref["label"]))["pvalue"])
-        extra.append({"model_s_per_turn": mine["model_ms"].mean() / 1000,
+        # Model time from the turns no cache answered: a cached answer costs nothing here and says nothing of cost.
+        live = mine[mine["cache_hits"] == 0]
+        answers = (mine["calls"] + mine["cache_hits"]).sum()
+        extra.append({"model_s_per_turn": live["model_ms"].mean() / 1000 if len(live) else None,
                       "calls_per_turn": mine["calls"].mean(),
+                      "cached_share": mine["cache_hits"].sum() / answers if answers else 0.0,
                       # (a system that decides no claim, as LLM-as-Judge, has no claims to be coherent with)
                       "incoherent": len(incoherent(mine)) if row["system"] not in BASELINES
                       and mine["claims"].sum() > 0 else None,
@@ -129,7 +136,8 @@ def table_markdown(table: pd.DataFrame, reference: str = REFERENCE_SYSTEM) -> st
             f"| {r['dataset']} | {r['system']} | {r['turns']} | {r['balanced_accuracy']:.3f} ({r['ba_low']:.3f}-"
             f"{r['ba_high']:.3f}) | {r['accuracy']:.3f} | {r['precision_h']:.2f} / {r['recall_h']:.2f} / "
             f"{r['f1_h']:.2f} | {r['unknown']} | {'' if pd.isna(r['incoherent']) else int(r['incoherent'])} | "
-            f"{'' if seconds is None or pd.isna(seconds) else f'{seconds:.1f}'} | "
+            f"{'' if seconds is None or pd.isna(seconds) else f'{seconds:.1f}'}"
+            f"{f' ({cached:.0%} of answers cached)' if (cached := r.get('cached_share', 0.0) or 0.0) > 0 else ''} | "
             f"{'' if p is None or pd.isna(p) else f'{p:.3f}'} |")
     return "\n".join(lines) + "\n"
 

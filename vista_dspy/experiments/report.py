@@ -127,8 +127,9 @@ def _pct(value: float | None) -> str:
 
 
 def _usage(counts: dict[str, int]) -> str:
+    cached = counts.get("cache_hits", 0)
     return (f"{counts['calls']} calls, {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion "
-            "tokens")
+            "tokens" + (f"; {cached} answers from the LM cache (their tokens and time not counted)" if cached else ""))
 
 
 # ---- HTML report -------------------------------------------------------------------------------------------------
@@ -198,13 +199,14 @@ def _instrument_html(path: Path) -> list[dict[str, Any]]:
         return []
     frame = pd.read_csv(path / "instrument.csv")
     columns = ["dataset", "system", "turns", "balanced_accuracy", "ba_low", "ba_high", "accuracy", "precision_h",
-               "recall_h", "f1_h", "unknown", "incoherent", "model_s_per_turn"]
+               "recall_h", "f1_h", "unknown", "incoherent", "model_s_per_turn", "cached_share"]
     view = frame[[c for c in columns if c in frame]].round(3)
     html = view.to_html(index=False, border=0, escape=True, classes="numbers", na_rep="")
     return [{"title": "The instrument: balanced accuracy on the suite's turns",
              "note": "ba_low / ba_high: 95 % bootstrap interval over dialogues resampled; every row on "
                      "the turns all systems judged; incoherent: turns whose label does not follow from their claims; "
-                     "model_s_per_turn: the server's own seconds per judged turn.",
+                     "model_s_per_turn: the server's own seconds per judged turn, over the turns no LM cache "
+                     "answered; cached_share: the share of answers the LM cache gave.",
              "html": Markup(f'<div class="scroll">{html}</div>')}]
 
 

@@ -58,8 +58,12 @@ def _install() -> None:
     original = execution.finalize
 
     def finalize(lm, call, result):
-        if isinstance(lm, TimedLM) and not getattr(result, "cache_hit", False) and isinstance(result.usage, dict):
-            result.usage.update(_timings_of(result))
+        if isinstance(lm, TimedLM):
+            if getattr(result, "cache_hit", False):  # DSPy books nothing for it: say that an answer came from the cache
+                if dspy.settings.usage_tracker:
+                    dspy.settings.usage_tracker.add_usage(lm.model, {"cache_hit": 1})
+            elif isinstance(result.usage, dict):
+                result.usage.update(_timings_of(result))
         return original(lm, call, result)
 
     finalize.books_server_timings = True
