@@ -214,3 +214,31 @@ def test_the_committed_suite_probes_rebuild_the_anchored_gate_the_shipped_progra
         assert mine["turns_only_candidate_right"] == theirs["turns_only_candidate_right"]
     assert {k: rebuilt["lm_flips"][k] for k in ("turns", "now_right", "now_wrong")} == \
         {k: shipped["lm_flips"][k] for k in ("turns", "now_right", "now_wrong")}
+
+
+def test_a_suite_folder_filled_by_two_commands_tables_and_reports_every_system(tmp_path):
+    """The paper's baselines are often judged by a later command into the same folder: the instrument's table that
+    command prints and the HTML report both cover every system the folder holds, not the last command's alone."""
+    from helpers import shared_data
+
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    data, out = shared_data(), tmp_path / "suite"
+    with FakeOpenAIServer() as server:
+        def bench(systems):
+            result = CliRunner().invoke(app, ["benchmark", "--suite", "test", "--datasets", "vista-human",
+                                              "--systems", systems, "--model", "openai/fake", "--api-base",
+                                              server.url, "--data-dir", str(data), "--out", str(out), "--no-cache"])
+            assert result.exit_code == 0, result.output
+            return result.stdout
+
+        bench("evidence,vista")
+        second = bench("judge")
+    instrument = second[second.index("## The instrument"):]
+    assert "| vista-human | judge |" in instrument and "| vista-human | evidence |" in instrument
+    assert "| p vs vista |" in instrument  # VISTA, judged by the first command, is still the reference
+    report = CliRunner().invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    page = (out / "report.html").read_text()
+    table = page[page.index("The instrument"):]
+    assert all(f"<td>{name}</td>" in table for name in ("judge", "evidence", "vista"))

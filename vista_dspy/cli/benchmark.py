@@ -148,31 +148,13 @@ def benchmark(
     if result.paired:
         sys.stdout.write("\n" + paired_markdown_section(result.paired))
     if suite is not None:
-        sys.stdout.write("\n" + _instrument_section(out, names))
+        from ..experiments.instrument import write_suite_table
+
+        sys.stdout.write("\n" + write_suite_table(out))
     if result.interrupted:
         err.print("interrupted: rerun the same command to resume.")
         raise typer.Exit(130)
     err.print(f"tables: {out / 'table.md'}   runs: {out / 'runs'}   report: vista report {out}", highlight=False)
-
-
-def _instrument_section(out: Path, systems: list[str]) -> str:
-    """The instrument's table (balanced accuracy with intervals, baselines, incoherent turns, model time) of a
-    suite run, also written to OUT/instrument.md and instrument.csv."""
-    from ..experiments.instrument import instrument_table, run_turns, table_markdown
-    from ..experiments.tables import REFERENCE_SYSTEM
-
-    turns = run_turns(out)
-    present = [s for s in systems if s in set(turns["system"])] if not turns.empty else []
-    if not present:
-        return ""
-    reference = REFERENCE_SYSTEM if REFERENCE_SYSTEM in present else present[0]  # the paper's table tests against VISTA
-    table = instrument_table(turns, present, reference=reference)
-    text = ("## The instrument: balanced accuracy on the suite's turns\n\n" + table_markdown(table, reference) +
-            "\nIntervals: 95 % bootstrap over dialogues resampled; every row on the turns all "
-            "systems judged. incoherent: turns whose label does not follow from their claims.\n")
-    table.to_csv(out / "instrument.csv", index=False)
-    (out / "instrument.md").write_text(text)
-    return text
 
 
 def _progress_callbacks(progress) -> dict:

@@ -142,6 +142,32 @@ def table_markdown(table: pd.DataFrame, reference: str = REFERENCE_SYSTEM) -> st
     return "\n".join(lines) + "\n"
 
 
+def suite_table(out: Path) -> tuple[pd.DataFrame, str] | None:
+    """The instrument's table of a suite directory over every system its runs hold (several commands may fill one
+    directory, as for the other tables), in plan order, with McNemar against VISTA when it is there; and the
+    reference it tests against. None when no run has a judged turn."""
+    turns = run_turns(out)
+    if turns.empty:
+        return None
+    present = list(dict.fromkeys(system for _, system, _ in run_dirs(out) if system in set(turns["system"])))
+    reference = REFERENCE_SYSTEM if REFERENCE_SYSTEM in present else present[0]  # the paper's table tests against VISTA
+    return instrument_table(turns, present, reference=reference), reference
+
+
+def write_suite_table(out: Path) -> str:
+    """``suite_table`` as Markdown, also written to OUT/instrument.md and instrument.csv ('' when there is none)."""
+    found = suite_table(out)
+    if found is None:
+        return ""
+    table, reference = found
+    text = ("## The instrument: balanced accuracy on the suite's turns\n\n" + table_markdown(table, reference) +
+            "\nIntervals: 95 % bootstrap over dialogues resampled; every row on the turns all "
+            "systems judged. incoherent: turns whose label does not follow from their claims.\n")
+    table.to_csv(out / "instrument.csv", index=False)
+    (out / "instrument.md").write_text(text)
+    return text
+
+
 def gate_report(turns: pd.DataFrame, candidate: str, anchor: str = "seed", no_lm: str | None = "evidence"
                 ) -> tuple[dict[str, Any], str]:
     """The anchored gate's record and its Markdown (``optimize.instrument.anchored_gate``)."""

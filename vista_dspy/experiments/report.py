@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -192,12 +193,19 @@ def _table_html(key: str, frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def _instrument_html(path: Path) -> list[dict[str, Any]]:
-    """The instrument's table of a `vista benchmark --suite` directory (instrument.csv), first on the page."""
+    """The instrument's table of a `vista benchmark --suite` directory, recomputed from its runs, first on the page."""
     from markupsafe import Markup
 
-    if not (path / "instrument.csv").is_file():
+    from .instrument import suite_table
+    from .tables import PLAN
+
+    plans = json.loads((path / PLAN).read_text()).get("plans", []) if (path / PLAN).is_file() else []
+    if not any(plan.get("suite") for plan in plans):
         return []
-    frame = pd.read_csv(path / "instrument.csv")
+    found = suite_table(path)  # from the runs on disk: every system they hold, whichever command judged it
+    if found is None:
+        return []
+    frame = found[0]
     columns = ["dataset", "system", "turns", "balanced_accuracy", "ba_low", "ba_high", "accuracy", "precision_h",
                "recall_h", "f1_h", "unknown", "incoherent", "model_s_per_turn", "cached_share"]
     view = frame[[c for c in columns if c in frame]].round(3)
