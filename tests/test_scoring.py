@@ -76,4 +76,4 @@ def test_summarize_collects_labels_usage_and_gold():
     assert s["turn_metrics"]["accuracy"] == 0.5
     assert s["categories"]["VERIFIED"] == 1
     assert s["usage"]["total"] == {"calls": 2, "prompt_tokens": 10, "completion_tokens": 3, "cached_prompt_tokens": 0,
-                                   "prompt_ms": 0.0, "generation_ms": 0.0}
+                                   "prompt_ms": 0.0, "generation_ms": 0.0, "cache_hits": 0}
