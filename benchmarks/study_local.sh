@@ -7,6 +7,8 @@
 # writes its page under benchmarks/studies/ (generated, not tracked).
 #   bash benchmarks/study_local.sh 1.5b 12      # the embedded judge, 12 trials in all
 #   bash benchmarks/study_local.sh 0.5b 12      # Qwen2.5-Coder-0.5B-Instruct (the [draft] extra)
+#   bash benchmarks/study_local.sh 1.5b 12 --n-dev 60   # trials on a seeded 60-dialogue sample of the compile part
+#     (each dataset keeps its share): the seed's trial alone takes ~2.5 h on all 341 turns on 2 cores
 # The two fronts side by side, from the committed results alone (no LM):
 #   vista study-page benchmarks/fronts/local-1.5b.json benchmarks/fronts/local-0.5b.json \
 #       --out benchmarks/studies/fronts.html

@@ -250,3 +250,22 @@ def test_cli_study_over_http_exports_its_result_and_page(tmp_path, data):
     assert "Pareto front" in result.stdout and (tmp_path / "r.html").read_text().count("<svg") == 1
     text = (tmp_path / "r.json").read_text()
     assert "museum" not in text  # ids, letters and hashes: no dataset text
+
+
+def test_a_study_on_a_sample_of_the_suite_keeps_each_dataset_s_share_and_is_seeded():
+    """`--n-dev` with `suite:compile`: a trial judged on all 341 compile turns takes hours with the seed on 2 cores;
+    a seeded sample keeps each dataset's share of the part, and the same seed draws the same dialogues."""
+    from helpers import shared_data
+
+    from vista_dspy.cli.train_dev import objective_data
+
+    data_dir = shared_data()
+    whole = objective_data("suite:compile", data_dir, 0, None)
+    sample = objective_data("suite:compile", data_dir, 0, 60)
+    assert len(sample.dialogues) == 60 and sample.name == "suite:compile[60 dialogues, seed 0]"
+    assert {d.id for d in sample.dialogues} < {d.id for d in whole.dialogues}
+    for dataset in set(whole.datasets):  # each dataset's share of the 60, within one dialogue
+        share = whole.datasets.count(dataset) / len(whole.datasets) * 60
+        assert abs(sample.datasets.count(dataset) - share) < 1
+    assert [d.id for d in objective_data("suite:compile", data_dir, 0, 60).dialogues] == [d.id for d in sample.dialogues]
+    assert [d.id for d in objective_data("suite:compile", data_dir, 1, 60).dialogues] != [d.id for d in sample.dialogues]

@@ -46,8 +46,9 @@ def study(
     train: Annotated[str, typer.Option(help="Human-annotated dialogues the demo pool is built from (DATASET[:part]), "
                                             "or none: every demo a starting program's own.")] = "vista-human:pool",
     n_train: NTrainOption = None,
-    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many --dev dialogues (a DATASET "
-                                                             "only).")] = None,
+    n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many --dev dialogues: a seeded sample "
+                                                             "(of the suite's part, each dataset keeping its "
+                                                             "share).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the split, the samples, the sampler and the bootstrap.")] = 0,
     price: Annotated[Optional[str], typer.Option(help="The cost objective: time (the server's own seconds per "
                                                       "judged turn; default for the embedded model and an "

@@ -55,7 +55,8 @@ NO_POOL = "none"  # --train none: no demo pool, every demo a starting program's 
 
 def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
     """The labelled dialogues a priced study judges every trial on (``optimize.study.ObjectiveData``): the suite's
-    part (``suite:compile``) or ``DATASET[=PATH][:part]`` (``--n-dev`` samples the latter only)."""
+    part (``suite:compile``) or ``DATASET[=PATH][:part]``; ``n``: a seeded sample of at most that many dialogues
+    (of the suite's part, each dataset keeping its share, so a study's trials fit in hours on 2 cores)."""
     from ..data.location import data_dir as default_data_dir
     from ..experiments.bench import load_dataset
     from ..optimize.study import ObjectiveData
@@ -65,12 +66,30 @@ def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
         from ..experiments.bench import suite_paths
 
         part = spec.partition(":")[2] or "compile"
-        return ObjectiveData.of(f"{SUITE}:{part}", load_suite(suite_paths(data_dir or default_data_dir()), part))
+        parts = load_suite(suite_paths(data_dir or default_data_dir()), part)
+        if n is None or n >= sum(map(len, parts.values())):
+            return ObjectiveData.of(f"{SUITE}:{part}", parts)
+        return ObjectiveData.of(f"{SUITE}:{part}[{n} dialogues, seed {seed}]", sample_parts(parts, n, seed))
     data_dir = data_dir or default_data_dir()
     load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
     dialogues, info = _compile_split(spec, data_dir, seed, n, load)
     _require_turn_labels(dialogues, spec)
     return ObjectiveData.of(spec, {info["dataset"]: dialogues})
+
+
+def sample_parts(parts: dict[str, list], n: int, seed: int) -> dict[str, list]:
+    """A seeded sample of ``n`` dialogues of {dataset: dialogues}: each dataset's share of ``n`` (largest remainders),
+    the dialogues of each drawn at random and kept in their order."""
+    import random
+
+    total = sum(map(len, parts.values()))
+    quotas = {name: n * len(dialogues) / total for name, dialogues in parts.items()}
+    counts = {name: int(q) for name, q in quotas.items()}
+    for name in sorted(quotas, key=lambda k: counts[k] - quotas[k])[:n - sum(counts.values())]:
+        counts[name] += 1
+    rng = random.Random(seed)
+    return {name: [dialogues[i] for i in sorted(rng.sample(range(len(dialogues)), counts[name]))]
+            for name, dialogues in parts.items()}
 
 
 def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None) -> tuple[list, dict] | None:
