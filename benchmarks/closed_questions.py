@@ -47,6 +47,7 @@ from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.experiments.instrument import probe_turns
 from vista_dspy.grounding import content_words, sentence_units, split_sentences
 from vista_dspy.optimize.instrument import anchored_gate, system_table
+from vista_dspy.scoring import UNSAFE_CATEGORIES
 
 PROBES = Path(__file__).parent / "probes"
 SYSTEM = "You answer a question about a statement with one word: yes or no."
@@ -54,7 +55,6 @@ SUPPORT = "Sources:\n{passage}\n\nStatement: {unit}\n\nQuestion: Do the sources 
 FACT = ("Statement: {unit}\n\nQuestion: Is the statement a claim about the world that a source could confirm or "
         "refute, rather than the speaker's own feeling, experience, opinion, plan, question or greeting?")
 QUESTIONS = ("support_all", "support_top", "fact")
-UNSAFE = ("LACKING EVIDENCE", "CONTRADICTED")
 NO_LM_THRESHOLD = 0.2  # the shipped evidence model's (compiled/local.json)
 WEIGHTS = np.arange(0.0, 3.01, 0.25)
 
@@ -63,8 +63,7 @@ def sources_of(dialogue, index: int) -> list[str]:
     """The passages a unit of turn ``index`` may be checked against: the reference document's sentences, the
     background, and the sentences of every earlier turn (what VISTA's knowledge store accumulates)."""
     turn = dialogue.turns[index]
-    passages = [s for s in split_sentences(turn.grounding.document)] if turn.grounding and turn.grounding.document \
-        else []
+    passages = split_sentences(turn.grounding.document) if turn.grounding and turn.grounding.document else []
     passages += list(dialogue.background)
     for earlier in dialogue.turns[:index]:
         passages += split_sentences(earlier.text)
@@ -123,7 +122,7 @@ def units_of_part(part: str) -> tuple[pd.DataFrame, dict]:
                          "turn_index": turn["turn_index"], "unit": k, "text": unit, "p_unsafe": claim["p_unsafe"],
                          # unsafe below the rule's threshold: a check of VISTA's categories made it so (a figure or a
                          # name no source holds); every rule below keeps it unsafe
-                         "forced": claim["category"] in UNSAFE and claim["p_unsafe"] < NO_LM_THRESHOLD})
+                         "forced": claim["category"] in UNSAFE_CATEGORIES and claim["p_unsafe"] < NO_LM_THRESHOLD})
     return pd.DataFrame(rows), dialogues
 
 
