@@ -40,6 +40,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pandas as pd
+from scipy.special import logit as scipy_logit
 
 from vista_dspy.data.location import data_dir
 from vista_dspy.data.suite import group_id, load_suite
@@ -47,6 +48,7 @@ from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.experiments.instrument import probe_turns
 from vista_dspy.grounding import content_words, sentence_units, split_sentences
 from vista_dspy.optimize.instrument import anchored_gate, system_table
+from vista_dspy.optimize.metrics import recall_mean
 from vista_dspy.scoring import UNSAFE_CATEGORIES
 
 PROBES = Path(__file__).parent / "probes"
@@ -158,9 +160,10 @@ def ask_all(units: pd.DataFrame, dialogues: dict, out: Path, words: int, limit: 
                 print(f"{n}/{len(todo)} units, {asked} questions, {time.monotonic() - start:.0f} s", file=sys.stderr)
 
 
-def fold_of(dialogue) -> int:
-    """Two folds by the suite's dialogue group (sha256's second byte: the first one chose the part)."""
-    return hashlib.sha256(group_id(dialogue).encode("utf-8")).digest()[1] % 2
+def folds(turns: pd.DataFrame, dialogues: dict) -> np.ndarray:
+    """Each turn's fold of two, by the suite's dialogue group (sha256's second byte: the first one chose the part)."""
+    return np.array([hashlib.sha256(group_id(dialogues[d]).encode("utf-8")).digest()[1] % 2
+                     for d in turns["dialogue_id"]])
 
 
 FEATURES = {
@@ -173,20 +176,27 @@ FEATURES = {
 }
 
 
-def turn_features(units: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+KEYS = ["dataset", "dialogue_id", "turn_index"]
+
+
+def answered_units(units: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The units with their three answers as columns; a unit not yet asked every question is left out."""
     wide = answers.pivot_table(index=["dialogue_id", "turn_index", "unit"], columns="question", values="p_yes")
     u = units.merge(wide.reset_index(), on=["dialogue_id", "turn_index", "unit"], how="inner")
-    u = u.dropna(subset=list(QUESTIONS))  # a unit not yet asked every question (its turn is left out below)
+    return u.dropna(subset=list(QUESTIONS))
+
+
+def turn_features(u: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+    """Per turn whose every unit is answered (``u``, from ``answered_units``), the aggregates the fitted rules read."""
     u = u.assign(doubt_all=1 - u["support_all"], doubt_top=1 - u["support_top"],
                  factual_top=u["fact"] * (1 - u["support_top"]))
-    keys = ["dataset", "dialogue_id", "turn_index"]
-    agg = u.groupby(keys).agg(cue_max=("p_unsafe", "max"), cue_mean=("p_unsafe", "mean"),
+    agg = u.groupby(KEYS).agg(cue_max=("p_unsafe", "max"), cue_mean=("p_unsafe", "mean"),
                               all_max=("doubt_all", "max"), all_mean=("doubt_all", "mean"),
                               top_max=("doubt_top", "max"), top_mean=("doubt_top", "mean"),
                               factual_top_max=("factual_top", "max"), fact_max=("fact", "max"),
                               units=("unit", "count")).reset_index()
-    whole = units.groupby(keys)["unit"].count().rename("all_units").reset_index()
-    agg = agg.merge(whole, on=keys)
+    whole = units.groupby(KEYS)["unit"].count().rename("all_units").reset_index()
+    agg = agg.merge(whole, on=KEYS)
     return agg[agg["units"] == agg["all_units"]]  # only turns whose every unit is answered
 
 
@@ -196,9 +206,8 @@ def fitted_systems(turns: pd.DataFrame, gold: pd.DataFrame, unitless: pd.DataFra
     (``unitless``) is faithful, as in every program."""
     from sklearn.linear_model import LogisticRegression
 
-    t = turns.merge(gold, on=["dataset", "dialogue_id", "turn_index"])
-    y = (t["gold"] == "hallucinated").to_numpy()
-    fold = np.array([fold_of(dialogues[d]) for d in t["dialogue_id"]])
+    t = turns.merge(gold, on=KEYS)
+    y, fold = (t["gold"] == "hallucinated").to_numpy(), folds(t, dialogues)
     frames = []
     for name, columns in FEATURES.items():
         x = t[columns].to_numpy(float)
@@ -206,56 +215,57 @@ def fitted_systems(turns: pd.DataFrame, gold: pd.DataFrame, unitless: pd.DataFra
         for k in (0, 1):
             model = LogisticRegression(class_weight="balanced", max_iter=5000).fit(x[fold != k], y[fold != k])
             label[fold == k] = np.where(model.predict(x[fold == k]), "hallucinated", "faithful")
-        frames.append(t[["dataset", "dialogue_id", "turn_index", "gold"]].assign(system=name, label=label))
+        frames.append(t[[*KEYS, "gold"]].assign(system=name, label=label))
         frames.append(unitless.assign(system=name, label="faithful"))  # no unit, nothing to call unsafe
     return pd.concat(frames, ignore_index=True).assign(model_ms=0.0, calls=0.0, unsafe_claims=0, claims=0)
 
 
-def logit(p):
-    p = np.clip(np.asarray(p, float), 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
+def logit(p) -> np.ndarray:
+    return scipy_logit(np.clip(np.asarray(p, float), 1e-4, 1 - 1e-4))  # as decision._logit bounds it
 
 
-def balanced(gold: np.ndarray, called: np.ndarray) -> float:
-    return float(np.mean([np.mean(called[gold]) if gold.any() else 1.0, np.mean(~called[~gold]) if (~gold).any()
-                          else 1.0]))
+# (name, the question whose doubt the rule weighs, the weights tried): w = 0 is the cues' threshold refitted.
+UNIT_RULES = (("unit rule: cues + support_all", "support_all", WEIGHTS),
+              ("unit rule: cues refit", "support_all", (0.0,)),
+              ("unit rule: cues + support_top", "support_top", WEIGHTS))
 
 
-def unit_rule_systems(units: pd.DataFrame, answers: pd.DataFrame, gold: pd.DataFrame, dialogues: dict
-                      ) -> tuple[pd.DataFrame, dict]:
+def unit_rule_systems(u: pd.DataFrame, complete: pd.DataFrame, units: pd.DataFrame, gold: pd.DataFrame,
+                      dialogues: dict) -> tuple[pd.DataFrame, dict]:
     """A rule a program can ship, coherent by construction: a unit is unsafe when logit(p_unsafe) + w *
     logit(1 - P(support)) reaches t (or a check made it unsafe), a turn hallucinated iff a unit is. (w, t) chosen
-    on one fold for balanced accuracy and applied to the other; w = 0 is the cues' threshold refitted."""
-    wide = answers.pivot_table(index=["dialogue_id", "turn_index", "unit"], columns="question", values="p_yes")
-    u = units.merge(wide.reset_index(), on=["dialogue_id", "turn_index", "unit"], how="inner")
-    keys = ["dataset", "dialogue_id", "turn_index"]
-    complete = turn_features(units, answers)[keys]  # turns whose every unit is answered, and turns with none
-    t = pd.concat([gold.merge(complete, on=keys),
-                   gold[~gold.set_index(keys).index.isin(units.set_index(keys).index)]], ignore_index=True)
-    y = (t["gold"] == "hallucinated").to_numpy()
-    fold = np.array([fold_of(dialogues[d]) for d in t["dialogue_id"]])
+    on one fold for balanced accuracy (``metrics.recall_mean``, every threshold at once) and applied to the other.
+    ``u``: the answered units; ``complete``: the turns whose every unit is answered; a turn with no unit is judged
+    too (faithful)."""
+    t = pd.concat([gold.merge(complete[KEYS], on=KEYS),
+                   gold[~gold.set_index(KEYS).index.isin(units.set_index(KEYS).index)]], ignore_index=True)
+    y, fold = (t["gold"] == "hallucinated").to_numpy(), folds(t, dialogues)
     frames, chosen = [], {}
-    for question in ("support_all", "support_top"):
-        for name, weights in ((f"unit rule: cues + {question}", WEIGHTS), ("unit rule: cues refit", [0.0])):
-            if name in chosen:
-                continue
-            label = np.empty(len(t), dtype=object)
-            picks = []
-            for k in (0, 1):
-                best = None
-                for w in weights:
-                    score = u.assign(s=logit(u["p_unsafe"]) + w * logit(1 - u[question]) + 1e3 * u["forced"])
-                    top = t.merge(score.groupby(keys)["s"].max().reset_index(), on=keys, how="left")["s"]
-                    top = top.fillna(-np.inf).to_numpy()  # a turn with no unit: faithful
-                    for cut in np.unique(top[(fold != k) & np.isfinite(top)]):
-                        acc = balanced(y[fold != k], top[fold != k] >= cut)
-                        if best is None or acc > best[0]:
-                            best = (acc, w, cut, top)
-                _, w, cut, top = best
-                label[fold == k] = np.where(top[fold == k] >= cut, "hallucinated", "faithful")
-                picks.append({"fold": k, "w": float(w), "t": float(cut)})
-            chosen[name] = picks
-            frames.append(t[keys + ["gold"]].assign(system=name, label=label))
+    for name, question, weights in UNIT_RULES:
+        tops = {}  # w -> each turn's largest unit score (-inf: no unit)
+        for w in weights:
+            score = u.assign(s=logit(u["p_unsafe"]) + w * logit(1 - u[question]) + 1e3 * u["forced"])
+            top = t.merge(score.groupby(KEYS)["s"].max().reset_index(), on=KEYS, how="left")["s"]
+            tops[w] = top.fillna(-np.inf).to_numpy()
+        label = np.empty(len(t), dtype=object)
+        picks = []
+        for k in (0, 1):
+            fit, gold_fit = fold != k, y[fold != k]
+            counts = np.array([gold_fit.sum(), (~gold_fit).sum()])
+            best = None
+            for w, top in tops.items():
+                cuts = np.unique(top[fit & np.isfinite(top)])
+                called = top[fit][None, :] >= cuts[:, None]
+                right = np.stack([(called & gold_fit).sum(1), (~called & ~gold_fit).sum(1)], axis=-1)
+                accuracy = recall_mean(counts, right)
+                i = int(np.argmax(accuracy))  # the first best: the lowest cut of the first weight on a tie
+                if best is None or accuracy[i] > best[0]:
+                    best = (accuracy[i], w, cuts[i])
+            _, w, cut = best
+            label[fold == k] = np.where(tops[w][fold == k] >= cut, "hallucinated", "faithful")
+            picks.append({"fold": k, "w": float(w), "t": float(cut)})
+        chosen[name] = picks
+        frames.append(t[[*KEYS, "gold"]].assign(system=name, label=label))
     return (pd.concat(frames, ignore_index=True).assign(model_ms=0.0, calls=0.0, unsafe_claims=0, claims=0),
             chosen)
 
@@ -263,13 +273,14 @@ def unit_rule_systems(units: pd.DataFrame, answers: pd.DataFrame, gold: pd.DataF
 def report(units: pd.DataFrame, dialogues: dict, out: Path, part: str) -> None:
     answers = pd.DataFrame([json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()])
     answers["p_yes"] = answers["p_yes"].astype(float).fillna(0.5)  # neither yes nor no among the alternatives
-    turns = turn_features(units, answers)
+    u = answered_units(units, answers)
+    turns = turn_features(u, units)
     probes = {"seed": "suite-local-1.5b-seed", "default": "suite-local-1.5b-default", "no-lm": "suite-no-lm"}
     shipped = pd.concat([probe_turns(PROBES / d).assign(system=s) for s, d in probes.items()], ignore_index=True)
     shipped = shipped[shipped["part"] == part]
     gold = shipped[shipped["system"] == "no-lm"][["dataset", "dialogue_id", "turn_index", "gold", "claims"]]
     unitless = gold[gold["claims"] == 0].drop(columns="claims")
-    rules, chosen = unit_rule_systems(units, answers, gold.drop(columns="claims"), dialogues)
+    rules, chosen = unit_rule_systems(u, turns, units, gold.drop(columns="claims"), dialogues)
     frame = pd.concat([shipped, fitted_systems(turns, gold.drop(columns="claims"), unitless, dialogues), rules],
                       ignore_index=True)
     systems = [*probes, *FEATURES, *chosen]
