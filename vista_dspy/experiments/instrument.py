@@ -149,7 +149,8 @@ def suite_table(out: Path) -> tuple[pd.DataFrame, str] | None:
     turns = run_turns(out)
     if turns.empty:
         return None
-    present = list(dict.fromkeys(system for _, system, _ in run_dirs(out) if system in set(turns["system"])))
+    judged = set(turns["system"])
+    present = list(dict.fromkeys(system for _, system, _ in run_dirs(out) if system in judged))
     reference = REFERENCE_SYSTEM if REFERENCE_SYSTEM in present else present[0]  # the paper's table tests against VISTA
     return instrument_table(turns, present, reference=reference), reference
 
