@@ -130,7 +130,8 @@ def _pct(value: float | None) -> str:
 def _usage(counts: dict[str, int]) -> str:
     cached = counts.get("cache_hits", 0)
     return (f"{counts['calls']} calls, {counts['prompt_tokens']} prompt + {counts['completion_tokens']} completion "
-            "tokens" + (f"; {cached} answers from the LM cache (their tokens and time not counted)" if cached else ""))
+            "tokens" + (f"; {cached} answer{'s' if cached != 1 else ''} from the LM cache (their tokens and time not counted)"
+                        if cached else ""))
 
 
 # ---- HTML report -------------------------------------------------------------------------------------------------
