@@ -269,3 +269,21 @@ def test_a_study_on_a_sample_of_the_suite_keeps_each_dataset_s_share_and_is_seed
         assert abs(sample.datasets.count(dataset) - share) < 1
     assert [d.id for d in objective_data("suite:compile", data_dir, 0, 60).dialogues] == [d.id for d in sample.dialogues]
     assert [d.id for d in objective_data("suite:compile", data_dir, 1, 60).dialogues] != [d.id for d in sample.dialogues]
+
+
+def test_a_study_on_a_suite_sample_builds_its_demo_pool_from_the_compile_dialogues_the_sample_left_out():
+    """`--dev suite:compile --n-dev N`: vista-human:pool overlaps the suite's compile part, so the default pool is
+    the compile part's own annotated dialogues outside the sample -- never a --dev dialogue, never a test one."""
+    from helpers import shared_data
+
+    from vista_dspy.cli.train_dev import objective_data, pool_dialogues
+    from vista_dspy.optimize.demos import annotated
+
+    data_dir = shared_data()
+    sample = objective_data("suite:compile", data_dir, 0, 60)
+    dev = frozenset(d.id for d in sample.dialogues)
+    pool, info = pool_dialogues("suite:compile", data_dir, 0, None, dev)
+    compile_ids = {d.id for d in objective_data("suite:compile", data_dir, 0, None).dialogues}
+    assert {d.id for d in pool} == compile_ids - dev and info["part"] == "compile"
+    assert annotated(pool)  # vista-human dialogues the sample did not draw
+    assert not {d.id for d in pool} & {d.id for d in objective_data("suite:test", data_dir, 0, None).dialogues}

@@ -43,8 +43,11 @@ def study(
     dev: Annotated[str, typer.Option(help="The labelled dialogues every trial is judged on: suite:compile (the "
                                           "instrument's compile part) or DATASET[:part]. " + PARTS_HELP)
                    ] = "suite:compile",
-    train: Annotated[str, typer.Option(help="Human-annotated dialogues the demo pool is built from (DATASET[:part]), "
-                                            "or none: every demo a starting program's own.")] = "vista-human:pool",
+    train: Annotated[Optional[str], typer.Option(
+        help="Human-annotated dialogues the demo pool is built from: DATASET[:part], suite:PART (that part's "
+             "dialogues outside --dev), or none: every demo a starting program's own. Default: suite:compile with "
+             "a --dev of the suite (the compile part's dialogues a --n-dev sample left out), else vista-human:pool.",
+        show_default=False)] = None,
     n_train: NTrainOption = None,
     n_dev: Annotated[Optional[int], typer.Option(min=1, help="At most this many --dev dialogues: a seeded sample "
                                                              "(of the suite's part, each dataset keeping its "
@@ -92,7 +95,8 @@ def study(
 
     try:
         data = objective_data(dev, data_dir, seed, n_dev)
-        pooled = pool_dialogues(train, data_dir, seed, n_train)
+        train = train or ("suite:compile" if dev.split(":")[0] == "suite" else "vista-human:pool")
+        pooled = pool_dialogues(train, data_dir, seed, n_train, frozenset(d.id for d in data.dialogues))
         chosen_price = price_named(price) if price else price_for(model, api_base)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None

@@ -92,12 +92,27 @@ def sample_parts(parts: dict[str, list], n: int, seed: int) -> dict[str, list]:
             for name, dialogues in parts.items()}
 
 
-def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None) -> tuple[list, dict] | None:
-    """The dialogues a priced study builds its demo pool from (None for ``--train none``)."""
+def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None,
+                   dev: frozenset[str] = frozenset()) -> tuple[list, dict] | None:
+    """The dialogues a priced study builds its demo pool from (None for ``--train none``). ``suite:PART``: the
+    suite part's dialogues outside the study's ``dev`` ids (with ``--dev suite:compile --n-dev N``, the compile
+    part's dialogues the sample left out: the pool is fitted on the compile part, never on the test part)."""
+    from ..data import sample
     from ..data.location import data_dir as default_data_dir
     from ..experiments.bench import load_dataset
 
     if spec == NO_POOL:
         return None
+    data_dir = data_dir or default_data_dir()
+    if spec == SUITE or spec.startswith(f"{SUITE}:"):
+        from ..data.suite import load_suite
+        from ..experiments.bench import suite_paths
+
+        part = spec.partition(":")[2] or "compile"
+        dialogues = [d for found in load_suite(suite_paths(data_dir), part).values() for d in found
+                     if d.id not in dev]
+        if n is not None and n < len(dialogues):
+            dialogues = sample(dialogues, n, seed)
+        return dialogues, {"dataset": SUITE, "part": part, "excluding": "the --dev dialogues", "seed": seed}
     load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
-    return _compile_split(spec, data_dir or default_data_dir(), seed, n, load)
+    return _compile_split(spec, data_dir, seed, n, load)
