@@ -203,6 +203,13 @@ def test_the_study_page_is_reproduced_from_committed_results(tmp_path, data):
     assert "seed, but two Verify demos" in page and "no Verify demos" in page
     for trial in result.front():
         assert f"<tr><td>{trial.number}</td>" in page
+    ladder = result.budgets()  # the pick changes at each front trial's cost, and stays within its range
+    assert [t.number for t, *_ in ladder] == [t.number for t in result.front()] and ladder[-1][2] is None
+    for trial, low, high in ladder:
+        assert result.pick(low).number == trial.number and f"{low:.4g} {'and over' if high is None else 'to'}" in page
+        if high is not None:
+            assert result.pick((low + high) / 2).number == trial.number and result.pick(high).number != trial.number
+    assert made.stdout.count("picked within budgets") == 2 * len(ladder)
     broken = tmp_path / "broken.json"
     broken.write_text("{}")
     refused = CliRunner().invoke(app, ["study-page", str(broken), "--out", str(out)])

@@ -158,16 +158,19 @@ def _command_line(context) -> str:
 
 def _print_front(result) -> None:
     """The Pareto front, cheapest first, on stdout."""
+    from ..optimize.study_result import budget_range
+
     console = Console()
     unit = result.price_model.unit
     console.print(f"Pareto front of {result.study} ({len(result.completed())} trials completed; cost in {unit}):",
                   highlight=False)
-    for trial in result.front():
+    for trial, low, high in result.budgets():
         o = trial.outcome
         console.print(f"  trial {trial.number}{' [' + ', '.join(trial.marks) + ']' if trial.marks else ''}: "
                       f"balanced accuracy {o.balanced_accuracy:.3f} [{o.balanced_accuracy_interval[0]:.3f}, "
                       f"{o.balanced_accuracy_interval[1]:.3f}], cost {o.cost:.4g} [{o.cost_interval[0]:.4g}, "
-                      f"{o.cost_interval[1]:.4g}]; {result.changes(trial) or 'the seed'}", highlight=False)
+                      f"{o.cost_interval[1]:.4g}], picked within budgets {budget_range(low, high)}; "
+                      f"{result.changes(trial) or 'the seed'}", highlight=False)
 
 
 @app.command(name="study-page")
@@ -185,4 +188,6 @@ def study_page_command(
         loaded = [StudyResult.load(path) for path in results]
     except ValueError as exc:
         raise fail(str(exc)) from None
+    for result in loaded:
+        _print_front(result)
     err.print(f"study page: {write_study_page(loaded, out)}", highlight=False)

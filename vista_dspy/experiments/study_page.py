@@ -85,6 +85,8 @@ def _draw_study(axes, result, colour: str, *, label: str | None = None, interval
 def _study_section(result, colour: str) -> dict[str, Any]:
     import matplotlib
 
+    from ..optimize.study_result import budget_range
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -101,7 +103,7 @@ def _study_section(result, colour: str) -> dict[str, Any]:
                                                         "intervals, bootstrap over dialogues), the Pareto front joined "
                                                         "(numbers: trials), the seed and the shipped program marked."})
     seed = result.marked("seed")
-    front = [_front_row(result, t) for t in result.front()]
+    front = [{**_front_row(result, t), "budgets": budget_range(low, high)} for t, low, high in result.budgets()]
     effects = [{"trial": t.number, "design": t.design,
                 "accuracy": _signed(t.accuracy - seed.accuracy), "cost": _signed(t.cost - seed.cost, "{:+.4g}"),
                 "cost_ratio": f"{t.cost / seed.cost:.2f}x" if seed.cost else "—"}

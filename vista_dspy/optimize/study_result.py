@@ -122,6 +122,13 @@ class StudyResult(BaseModel):
         within = [t for t in self.front() if t.cost <= budget]
         return max(within, key=lambda t: (t.accuracy, -t.cost)) if within else None
 
+    def budgets(self) -> list[tuple[TrialRecord, float, float | None]]:
+        """Which front trial ``pick`` returns at each budget: (trial, from, up to), the budgets at which the pick
+        changes being the front's costs (the last trial's range has no end)."""
+        front = self.front()
+        return [(trial, trial.cost, front[i + 1].cost if i + 1 < len(front) else None)
+                for i, trial in enumerate(front)]
+
     def gate(self, trial: TrialRecord, *, bootstrap_seed: int = 0) -> SeedGate:
         """``trial`` against the seed trial on the same turns and claims (``seed_gate``)."""
         seed = self.marked(SEED_MARK)
@@ -159,6 +166,11 @@ class StudyResult(BaseModel):
         seed = self.marked(SEED_MARK)
         base = seed.params if seed is not None else {}
         return {k: v for k, v in trial.params.items() if base.get(k) != v}
+
+
+def budget_range(low: float, high: float | None) -> str:
+    """A front trial's range of budgets (``StudyResult.budgets``) in words."""
+    return f"{low:.4g} and over" if high is None else f"{low:.4g} to {high:.4g}"
 
 
 def export(study, *, command: str | None = None) -> StudyResult:
