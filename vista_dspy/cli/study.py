@@ -59,8 +59,8 @@ def study(
                                                       "turns; default for a hosted model).", show_default=False)
                      ] = None,
     designs: Annotated[bool, typer.Option(help="A new study first measures the seed and the shipped program, then "
-                                               "the seed with one choice changed at a time, then samples with "
-                                               "TPE.")] = True,
+                                               "the shipped program with fewer demos, then the seed with one "
+                                               "choice changed at a time, then samples with TPE.")] = True,
     export: Annotated[Optional[Path], typer.Option(help="Write the study's result here (JSON: every trial's choices, "
                                                         "both objectives, intervals; no dataset text): the committed "
                                                         "data `vista study-page` and `vista compile --budget` read.",
@@ -88,7 +88,15 @@ def study(
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model, program_name_for
     from ..optimize.pricing import price_for, price_named
-    from ..optimize.study import DESIGNS, base_params, default_storage, program_judge, run_study, search_space
+    from ..optimize.study import (
+        DESIGNS,
+        START_DESIGNS,
+        base_params,
+        default_storage,
+        program_judge,
+        run_study,
+        search_space,
+    )
     from ..optimize.study_result import export as export_result
     from ..program import Vista
     from .train_dev import objective_data, pool_dialogues
@@ -128,7 +136,8 @@ def study(
             starts["shipped"] = base_params(shipped, bases[shipped], space)
         found = run_study(program_judge(bases, pool, data, threads=threads or lm_setup.threads, log=log), data,
                           chosen_price, space=space, starts=starts, trials=trials, storage=storage,
-                          study_name=study_name, seed=seed, designs=DESIGNS if designs else (), bases=bases,
+                          study_name=study_name, seed=seed, designs=DESIGNS if designs else (),
+                          start_designs=START_DESIGNS if designs else (), bases=bases,
                           record={"model": config.model, "model_name": name, "pool": record,
                                   "programs": {k: b.content_hash() for k, b in bases.items()}}, log=log)
     result = export_result(found, command=_command_line(context))

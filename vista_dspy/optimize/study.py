@@ -176,6 +176,14 @@ DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
 )
 
 
+# Every other starting program (the model's shipped one) with one change, measured right after the starts: what its
+# prompt costs against what it buys (its few-shot demos are most of what a judged turn reads).
+START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
+    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
+)
+
+
 # ---- the objective data --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ObjectiveData:
@@ -349,12 +357,13 @@ def cost_interval(cost_by_dialogue: Sequence[float], turns_by_dialogue: Sequence
 def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequence[Choice],
               starts: Mapping[str, dict[str, Any]], trials: int, storage: str | None = None,
               study_name: str = "vista", seed: int = 0, designs: Sequence[tuple[dict[str, Any], str]] = DESIGNS,
+              start_designs: Sequence[tuple[dict[str, Any], str]] = START_DESIGNS,
               record: Mapping[str, Any] | None = None, bases: Mapping[str, Vista] | None = None,
               log: Callable[[str], None] = lambda message: None):
     """A multi-objective optuna study (balanced accuracy up, cost per judged turn down) of ``trials`` trials in all:
     a study resumed from ``storage`` runs only the missing ones. A new study first measures ``starts`` ({mark:
-    params}: the seed first, then e.g. the shipped program), then the seed with each of ``designs`` (those whose
-    choices are in ``space``), then optuna's TPE samples. ``record``: what the study result says about where it ran
+    params}: the seed first, then e.g. the shipped program), then each other start with each of ``start_designs``,
+    then the seed with each of ``designs`` (those whose choices are in ``space``), then optuna's TPE samples. ``record``: what the study result says about where it ran
     (model, pool, programs), kept in the storage. Returns the optuna study."""
     import optuna
 
@@ -383,11 +392,14 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
             if params not in planned:
                 planned.append(params)
                 study.enqueue_trial(params, user_attrs={"marks": [m for m, p in starts.items() if p == params]})
-        for change, what in designs:
-            params = {**seed_start, **change}
+        planned_designs = [(mark, start, change, what) for mark, start in list(starts.items())[1:]
+                           for change, what in start_designs]
+        planned_designs += [(next(iter(starts)), seed_start, change, what) for change, what in designs]
+        for mark, start, change, what in planned_designs:
+            params = {**start, **change}
             if set(change) <= names and params not in planned:
                 planned.append(params)
-                study.enqueue_trial(params, user_attrs={"design": f"seed, but {what}"})
+                study.enqueue_trial(params, user_attrs={"design": f"{mark}, but {what}"})
     bases = bases or {}
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
