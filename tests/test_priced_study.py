@@ -296,21 +296,24 @@ def test_a_study_on_a_suite_sample_builds_its_demo_pool_from_the_compile_dialogu
     assert not {d.id for d in pool} & {d.id for d in objective_data("suite:test", data_dir, 0, None).dialogues}
 
 
-def test_a_new_study_measures_the_shipped_program_with_fewer_demos_right_after_the_starts(data):
-    """The shipped program's few-shot demos are most of what it reads: a new study prices it without them (and with
-    a third of them) before the seed's one-factor designs, so a cheap front exists after the first trials."""
+def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right_after_the_starts(data):
+    """Right after the starts, before the seed's one-factor designs, a new study prices the shipped program with no
+    LM call at all (an empty cascade band) and without its few-shot demos (most of what it reads), and then with a
+    third of them: what its LM buys and what its prompts cost are on the page after the first trials."""
     data, _ = data
     bases = {"seed": Vista.from_program(None), "local": Vista.from_program("local")}
     space = studies.search_space(bases)
     starts = {name: studies.base_params(name, base, space) for name, base in bases.items()}
     with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
         study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
-                                  starts={"seed": starts["seed"], "shipped": starts["local"]}, trials=3,
+                                  starts={"seed": starts["seed"], "shipped": starts["local"]}, trials=4,
                                   study_name="s", designs=DESIGNS, bases=bases)
-    seed, shipped, bare = study.trials[:3]
+    seed, shipped, no_lm, bare = study.trials[:4]
     assert shipped.user_attrs["marks"] == ["shipped"] and bare.user_attrs["design"] == "shipped, but no demos"
+    assert no_lm.params == {**starts["local"], "cascade": studies.NO_LM_BAND}
     assert bare.params == {**starts["local"], "demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}
-    waiting = [t.user_attrs["design"] for t in study.trials[3:]]
+    waiting = [t.user_attrs["design"] for t in study.trials[4:]]
     assert waiting == ["shipped, but a third of the demos", "seed, but two Verify demos", "seed, but no Verify demos"]
-    read = [t.user_attrs["outcome"]["prompt_tokens_per_turn"] for t in (shipped, bare)]
-    assert read[1] < read[0]
+    outcomes = [t.user_attrs["outcome"] for t in (shipped, no_lm, bare)]
+    assert outcomes[1]["calls_per_turn"] == 0 and outcomes[1]["cost"] == 0 < outcomes[0]["cost"]
+    assert outcomes[2]["prompt_tokens_per_turn"] < outcomes[0]["prompt_tokens_per_turn"]

@@ -36,6 +36,7 @@ from .pricing import Price
 
 STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
 NO_CASCADE = "none"
+NO_LM_BAND = "0.50-0.50"  # an empty band: the evidence decides every unit, with no LM call
 SELECTION_SEEDS = 10
 # The study's objectives, in optuna's order.
 OBJECTIVES: tuple[tuple[str, str], ...] = (("balanced_accuracy", "maximize"), ("cost", "minimize"))
@@ -107,9 +108,10 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
     ruled = [base.rule for base in bases.values() if base.rule is not None]
     if ruled:
         own = [band_label(rule.cascade) for rule in ruled]
-        labels = tuple(dict.fromkeys([NO_CASCADE, *own, *(band_label(b) for b in BANDS)]))
+        labels = tuple(dict.fromkeys([NO_CASCADE, *own, *(band_label(b) for b in BANDS), NO_LM_BAND]))
         space.append(Choice("cascade", labels, "a program with a decision rule: the band of its evidence-only "
-                                               "P(unsafe) outside which a unit is decided with no LM call"))
+                                               "P(unsafe) outside which a unit is decided with no LM call "
+                                               f"({NO_LM_BAND}: every unit, no LM call at all)"))
     return tuple(space)
 
 
@@ -177,8 +179,10 @@ DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
 
 
 # Every other starting program (the model's shipped one) with one change, measured right after the starts: what its
-# prompt costs against what it buys (its few-shot demos are most of what a judged turn reads).
+# LM calls buy (none at all, for a program with a rule) and what its prompt costs (its few-shot demos are most of
+# what a judged turn reads). A change the start cannot take (a cascade band, for a program with no rule) is skipped.
 START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"cascade": NO_LM_BAND}, "no LM call (its rule decides every unit from the evidence)"),
     ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
     ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
 )
@@ -397,7 +401,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
         planned_designs += [(next(iter(starts)), seed_start, change, what) for change, what in designs]
         for mark, start, change, what in planned_designs:
             params = {**start, **change}
-            if set(change) <= names and params not in planned:
+            if set(change) <= names & set(start) and params not in planned:
                 planned.append(params)
                 study.enqueue_trial(params, user_attrs={"design": f"{mark}, but {what}"})
     bases = bases or {}
