@@ -283,7 +283,7 @@ def test_a_study_on_a_suite_sample_builds_its_demo_pool_from_the_compile_dialogu
     the compile part's own annotated dialogues outside the sample -- never a --dev dialogue, never a test one."""
     from helpers import shared_data
 
-    from vista_dspy.cli.train_dev import objective_data, pool_dialogues
+    from vista_dspy.cli.train_dev import objective_data, pool_dialogues, pool_spec
     from vista_dspy.optimize.demos import annotated
 
     data_dir = shared_data()
@@ -294,6 +294,10 @@ def test_a_study_on_a_suite_sample_builds_its_demo_pool_from_the_compile_dialogu
     assert {d.id for d in pool} == compile_ids - dev and info["part"] == "compile"
     assert annotated(pool)  # vista-human dialogues the sample did not draw
     assert not {d.id for d in pool} & {d.id for d in objective_data("suite:test", data_dir, 0, None).dialogues}
+    again, _ = pool_dialogues(pool_spec(info), data_dir, 0, None, dev)  # what `vista compile --budget` rebuilds
+    assert [d.id for d in again] == [d.id for d in pool]
+    other, other_info = pool_dialogues("vista-human:pool", data_dir, 0, None)
+    assert [d.id for d in pool_dialogues(pool_spec(other_info), data_dir, 0, None)[0]] == [d.id for d in other]
 
 
 def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right_after_the_starts(data):

@@ -298,11 +298,12 @@ def _program_of_trial(result, trial, *, model: str | None, api_base: str | None,
     pool = None
     if any(trial.params.get(f"source_{stage}") == "pool" for stage in ("decompose", "verify", "categorize")):
         from ..lm.clients.cache import use_cache_for
-        from .train_dev import pool_dialogues
+        from .train_dev import pool_dialogues, pool_spec
 
         train = (result.pool or {}).get("train") or {}
-        spec = f"{train.get('dataset')}={train.get('path')}:{train.get('part', 'all')}"
-        pooled = pool_dialogues(spec, data_dir, int(train.get("seed", 0)), None)
+        spec = pool_spec(train)
+        pooled = pool_dialogues(spec, data_dir, int(train.get("seed", 0)), None,
+                                frozenset(result.data.get("dialogues", [])))
         lm_setup = model_setup(err, model or result.model_name, api_base=api_base, gguf=gguf, port=port, cache=cache)
         use_cache_for(lm_setup.config)
         seed = Vista.from_program(None, short_answer_tokens=lm_setup.short_answer_tokens,

@@ -116,3 +116,11 @@ def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None,
         return dialogues, {"dataset": SUITE, "part": part, "excluding": "the --dev dialogues", "seed": seed}
     load = functools.cache(lambda dataset, path: load_dataset(dataset, path, None, seed))
     return _compile_split(spec, data_dir, seed, n, load)
+
+
+def pool_spec(info: dict) -> str:
+    """The --train spec that ``pool_dialogues`` described as ``info`` (a study result records it): how a program
+    rebuilt from a trial finds its demo pool's dialogues again."""
+    if info.get("dataset") == SUITE:
+        return f"{SUITE}:{info.get('part')}"
+    return f"{info.get('dataset')}={info.get('path')}:{info.get('part', 'all')}"
