@@ -321,3 +321,51 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     outcomes = [t.user_attrs["outcome"] for t in (shipped, no_lm, bare)]
     assert outcomes[1]["calls_per_turn"] == 0 and outcomes[1]["cost"] == 0 < outcomes[0]["cost"]
     assert outcomes[2]["prompt_tokens_per_turn"] < outcomes[0]["prompt_tokens_per_turn"]
+
+
+def test_an_interrupted_study_says_how_to_resume_exits_130_and_the_rerun_completes_it(tmp_path, data, monkeypatch):
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    _, path = data
+    real_judge, calls = studies.program_judge, []
+
+    def judge_interrupted_once(*args, **kwargs):
+        judge = real_judge(*args, **kwargs)
+
+        def judged(params):
+            calls.append(params)
+            if len(calls) == 2:  # Ctrl-C during the second trial
+                raise KeyboardInterrupt
+            return judge(params)
+        return judged
+
+    monkeypatch.setattr(studies, "program_judge", judge_interrupted_once)
+    command = ["study", "--model", "openai/fake", "--dev", f"vista-human={path}:all", "--train", "none",
+               "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "s", "--no-cache"]
+    with FakeOpenAIServer() as server:
+        stopped = CliRunner().invoke(app, [*command, "--api-base", server.url])
+        assert stopped.exit_code == 130 and "Traceback" not in stopped.output
+        assert "interrupted: 1 trials complete" in stopped.output and "rerun the same command" in stopped.output
+        resumed = CliRunner().invoke(app, [*command, "--api-base", server.url])
+    assert resumed.exit_code == 0, resumed.output
+    import optuna
+
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}")
+    done = [t.params for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    waiting = [t.system_attrs.get("fixed_params") for t in study.trials if t.state == optuna.trial.TrialState.WAITING]
+    assert len(calls) == 3 and calls[0] in done and calls[2] in done  # the first trial was not judged again
+    assert calls[1] not in done and calls[1] in waiting  # the trial in flight is queued to run again
+
+
+def test_the_seed_gate_compares_claims_only_over_two_dialogues_or_more():
+    """A sentences program shares few claim keys with the seed's decomposed claims: one dialogue's worth cannot be
+    resampled, so the claims are not compared (and the gate stands on the turns), where it used to crash."""
+    from vista_dspy.optimize.seed_gate import seed_gate
+
+    turns = [("a", "h"), ("b", "f"), ("c", "h"), ("d", "f")]
+    one = seed_gate(turns, "hfhf", "hhhf", candidate_claims={"a#0#x": "uu", "a#0#y": "ss"},
+                    seed_claims={"a#0#x": "us", "a#0#y": "ss"})
+    assert one.claims is None and one.passed and "not compared" in one.describe()[1]
+    two = seed_gate(turns, "hfhf", "hhhf", candidate_claims={"a#0#x": "uu", "b#0#y": "ss"},
+                    seed_claims={"a#0#x": "us", "b#0#y": "ss"})
+    assert two.claims is not None and two.claims["claims"] == 2

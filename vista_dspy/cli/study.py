@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -123,11 +124,11 @@ def study(
     if shipped != "seed":
         bases[shipped] = Vista.from_program(shipped, **endpoint)
     lm_setup.judging_with(bases["seed"])
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial is told in one line by run_study, not a traceback
     log = lambda message: err.print(message, highlight=False)  # noqa: E731
     err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
               f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
-    with run_errors(ValueError), lm_setup.server, dspy_context(config), \
+    with _interrupt_resumes(storage, study_name), run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
         space = search_space(bases, pool)
@@ -148,6 +149,25 @@ def study(
         from ..experiments.study_page import write_study_page
 
         err.print(f"study page: {write_study_page([result], report)}", highlight=False)
+
+
+@contextlib.contextmanager
+def _interrupt_resumes(storage: str, study_name: str):
+    """Ctrl-C or SIGTERM: the trials completed so far stay in the store and the same command resumes (the trial in
+    flight is queued to run again); exit 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        import optuna
+
+        try:
+            done = sum(t.state == optuna.trial.TrialState.COMPLETE
+                       for t in optuna.load_study(study_name=study_name, storage=storage).trials)
+        except KeyError:  # interrupted before the study was created (while its demo pool was built)
+            done = 0
+        err.print(f"interrupted: {done} trials complete in {storage}; rerun the same command to resume (the trial "
+                  "in flight is queued to run again)", highlight=False)
+        raise typer.Exit(130) from None
 
 
 def _command_line(context) -> str:

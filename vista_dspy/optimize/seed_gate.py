@@ -58,7 +58,9 @@ class SeedGate(BaseModel):
                  f"the same {t['turns']} turns of {t['dialogues']} dialogues; difference {t['difference']:+.3f}, "
                  f"one-sided {self.confidence:.0%} lower bound {t['low']:+.3f} (non-inferior if at least "
                  f"{-self.margin:+.3f})"]
-        if self.claims is not None:
+        if self.claims is None:
+            lines.append("claim decisions: not compared (no claims both decided in two dialogues or more)")
+        else:
             c = self.claims
             lines.append(f"claim decisions: balanced accuracy {c['candidate']:.3f} vs {c['seed']:.3f} on the "
                          f"{c['claims']} claims both decided; difference {c['difference']:+.3f}, one-sided "
@@ -98,7 +100,9 @@ def seed_gate(turns: Sequence[tuple[str, str]], candidate: str, seed: str, *,
     claims = None
     theirs_by_key = seed_claims or {}
     common = [k for k, v in (candidate_claims or {}).items() if k in theirs_by_key and theirs_by_key[k][0] == v[0]]
-    if common:
+    # Claims are compared only over two dialogues or more: one cannot be resampled (units judged as sentences share
+    # few claim keys with the seed's decomposed claims).
+    if len({k.split("#", 1)[0] for k in common}) >= 2:
         claim_gold = [candidate_claims[k][0] for k in common]
         mine, theirs = [candidate_claims[k][1] for k in common], [seed_claims[k][1] for k in common]
         c = balanced_accuracy_difference(claim_gold, mine, theirs, [k.split("#", 1)[0] for k in common],

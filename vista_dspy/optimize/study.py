@@ -409,7 +409,12 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         params = suggest(trial, space, bases) if bases else {c.name: c.suggest(trial) for c in space}
         log(f"trial {trial.number}: {params}")
-        outcome = measure(data, judge(params), price, seed=seed)
+        try:
+            verdicts = judge(params)
+        except Exception as exc:  # optuna marks it failed; a resumed study runs it again (_requeue_unfinished)
+            log(f"trial {trial.number} failed ({type(exc).__name__}: {exc}); a rerun of the study runs it again")
+            raise
+        outcome = measure(data, verdicts, price, seed=seed)
         trial.set_user_attr("outcome", outcome.model_dump(mode="json"))
         log(f"trial {trial.number}: balanced accuracy {outcome.balanced_accuracy:.3f} "
             f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}")
