@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from vista_dspy.experiments.instrument import gate_report, instrument_table, probe_turns, table_markdown
+from vista_dspy.optimize.gate import write_anchored_gate
 
 PROBES = Path(__file__).parent / "probes"
 
@@ -31,9 +32,13 @@ def main() -> int:
     parser.add_argument("--others", default="", help="comma-separated records shown in the table, not gated")
     parser.add_argument("--reference", default=None,
                         help="the record the McNemar column tests against (default: the anchor)")
+    parser.add_argument("--meta", type=Path, default=None,
+                        help="write the gate of the (one) candidate into this program meta as anchored_gate")
     args = parser.parse_args()
 
     candidates = [s for s in args.systems.split(",") if s]
+    if args.meta is not None and len(candidates) != 1:
+        parser.error("--meta writes one candidate's gate: name exactly one in --systems")
     others = [s for s in args.others.split(",") if s]
     names = list(dict.fromkeys([args.anchor, *candidates, *([args.no_lm] if args.no_lm else []), *others]))
     turns = pd.concat([probe_turns(PROBES / f"suite-{name}") for name in names], ignore_index=True)
@@ -45,8 +50,12 @@ def main() -> int:
     for candidate in candidates:
         if candidate == args.no_lm:
             continue
-        _, text = gate_report(turns, candidate, args.anchor, args.no_lm)
+        record, text = gate_report(turns, candidate, args.anchor, args.no_lm)
         print(f"### {candidate} against {args.anchor}\n\n{text}")
+        if args.meta is not None:
+            write_anchored_gate(args.meta, {**record, "part": args.part,
+                                            "records": [f"benchmarks/probes/suite-{n}" for n in names]})
+            print(f"anchored gate written into {args.meta}")
     return 0
 
 

@@ -63,13 +63,12 @@ def gate(
     (runs[0] / "gate.md").write_text(text)
     sys.stdout.write(text)
     if meta is not None:
-        from ..optimize.gate import ProgramMeta
+        from ..optimize.gate import write_anchored_gate
 
         try:
-            document = ProgramMeta.model_validate_json(meta.read_text())
-        except (OSError, ValueError) as exc:
-            raise fail(f"{meta}: cannot read the program meta ({exc})") from None
-        meta.write_text(document.model_copy(update={"anchored_gate": record}).model_dump_json(indent=2) + "\n")
+            write_anchored_gate(meta, record)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
         err.print(f"anchored gate written into {meta}", highlight=False)
     if not record["passes"]:
         raise typer.Exit(1)

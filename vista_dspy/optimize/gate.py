@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -126,3 +127,13 @@ class ProgramMeta(BaseModel):
     dspy_version: str = ""
     date: str = Field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     note: str | None = None
+
+
+def write_anchored_gate(meta: Path, record: dict[str, Any]) -> None:
+    """Write the instrument's gate (``instrument.anchored_gate``'s record) into a program's meta file as
+    ``anchored_gate``; a meta that cannot be read raises ValueError naming the file."""
+    try:
+        document = ProgramMeta.model_validate_json(meta.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{meta}: cannot read the program meta ({exc})") from None
+    meta.write_text(document.model_copy(update={"anchored_gate": record}).model_dump_json(indent=2) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -153,10 +154,13 @@ class StudyResult(BaseModel):
             study.add_trial(optuna.trial.create_trial(values=record.values, params=params,
                                                       distributions={k: distributions[k] for k in params}))
         found: dict[str, dict[str, float]] = {}
-        for index, (name, _) in enumerate(self.objectives):
+        for index, (name, direction) in enumerate(self.objectives):
+            sign = -1.0 if direction == "maximize" else 1.0  # optuna's evaluator rates what reaches low targets
             try:
-                found[name] = dict(optuna.importance.get_param_importances(study, target=lambda t, i=index:
-                                                                           t.values[i]))
+                with warnings.catch_warnings():  # its notes on thin regimes: the page says how many trials there are
+                    warnings.simplefilter("ignore")
+                    found[name] = dict(optuna.importance.get_param_importances(
+                        study, target=lambda t, i=index, sign=sign: sign * t.values[i]))
             except (ValueError, RuntimeError, ZeroDivisionError):
                 continue
         return found
