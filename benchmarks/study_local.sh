@@ -18,11 +18,11 @@ set -euo pipefail
 size=${1:-1.5b}
 trials=${2:-12}
 shift $(( $# < 2 ? $# : 2 ))
-here=$(cd "$(dirname "$0")" && pwd)
+cd "$(dirname "$0")/.."  # the repository's root: the study result records the command with these relative paths
 model=local
 if [ "$size" = "0.5b" ]; then
   model=local-0.5b
 fi
-mkdir -p "$here/fronts" "$here/studies"
+mkdir -p benchmarks/fronts benchmarks/studies
 vista study --model "$model" --trials "$trials" --study-name "local-$size" --dev suite:compile \
-    --export "$here/fronts/local-$size.json" --report "$here/studies/local-$size.html" "$@"
+    --export "benchmarks/fronts/local-$size.json" --report "benchmarks/studies/local-$size.html" "$@"

@@ -211,9 +211,10 @@ def test_the_committed_probe_replays_to_the_shipped_rule():
         pytest.skip("no compiled program for the local model ships")
     rule = json.loads(shipped.read_text())["vista"]["rule"]
     meta = json.loads(shipped.with_suffix(".meta.json").read_text())
-    turns, _, _ = read_probe(PROBE.parents[2] / meta["settings"]["probe"])  # the repository (an absolute path wins)
-    choose = (choose_turn_model_rule if meta["settings"].get("recipe") == "turn-model"
-              else choose_two_threshold_rule)
+    # A program picked from a study's front keeps its starting program's rule, and says how that was compiled.
+    compiled = meta["settings"].get("rule_compiled", meta["settings"])
+    turns, _, _ = read_probe(PROBE.parents[2] / compiled["probe"])  # the repository (an absolute path wins)
+    choose = choose_turn_model_rule if compiled.get("recipe") == "turn-model" else choose_two_threshold_rule
     refitted, _ = choose(turns)
     if rule.get("cascade"):
         refitted = with_cascade(refitted, DecisionRule.model_validate(rule).cascade)

@@ -4,6 +4,7 @@ committed results); the dialogues they read are ``train_dev``'s."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -317,6 +318,19 @@ def _program_of_trial(result, trial, *, model: str | None, api_base: str | None,
     return candidate(bases, pool, trial.params)
 
 
+def _rule_provenance(base: str, out_dir: Path | None) -> dict | None:
+    """How the decision rule a trial keeps from its starting program was compiled: that program's meta settings
+    (its probe, recipe and split), read before a trial saved under the same name replaces them."""
+    from ..compiled.files import compiled_dir
+
+    for folder in (out_dir, compiled_dir()):
+        path = folder / f"{base}.meta.json" if folder is not None else None
+        if path is not None and path.is_file():
+            settings = json.loads(path.read_text()).get("settings") or {}
+            return {"program": base, **settings.get("rule_compiled", settings)}
+    return None
+
+
 def _save_trial(result, trial, program, verdict, name: str, budget: float, out_dir: Path | None) -> Path:
     """Save a front trial's program as compiled/<name>.json with its meta: the study, the trial, the budget, both
     objectives of it and of the seed trial, and the gate."""
@@ -325,6 +339,7 @@ def _save_trial(result, trial, program, verdict, name: str, budget: float, out_d
     from ..optimize.study_result import SEED_MARK
 
     seed = result.marked(SEED_MARK)
+    rule_compiled = _rule_provenance(trial.params.get("program", SEED_MARK), out_dir) if program.rule else None
 
     def scores(t) -> dict:
         o = t.outcome
@@ -336,7 +351,8 @@ def _save_trial(result, trial, program, verdict, name: str, budget: float, out_d
     meta = ProgramMeta(
         program=name, model=result.model, model_name=result.model_name, optimizer="study",
         settings={"study": result.study, "trial": trial.number, "params": trial.params, "budget": budget,
-                  "price": result.price, "command": result.command},
+                  "price": result.price, "command": result.command,
+                  **({"rule_compiled": rule_compiled} if rule_compiled else {})},
         train=result.pool or {}, dev={k: result.data.get(k) for k in ("name", "sha256")} | {
             "dialogues": len(result.data.get("dialogues", [])), "turns": len(result.data.get("turns", []))},
         scores={"base": {"program": "seed", **scores(seed)}, "compiled": scores(trial)}, gate=verdict.as_dict(),
