@@ -387,8 +387,7 @@ def study_pool(seed_program, pooled: tuple[list, dict] | None, threads: int, log
     """The demo pool from the human annotations of --train, and what a study result records of it."""
     if pooled is None:
         return None, None
-    from ..optimize.demos import labeled_pool
-    from ..optimize.study import pool_hash
+    from ..optimize.demos import labeled_pool, pool_hash
 
     dialogues, info = pooled
     pool = labeled_pool(seed_program, dialogues, threads=threads,

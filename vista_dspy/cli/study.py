@@ -93,7 +93,6 @@ def study(
         DESIGNS,
         START_DESIGNS,
         base_params,
-        default_storage,
         program_judge,
         run_study,
         search_space,
@@ -149,6 +148,15 @@ def study(
         from ..experiments.study_page import write_study_page
 
         err.print(f"study page: {write_study_page([result], report)}", highlight=False)
+
+
+def default_storage(study_name: str) -> str:
+    """Where a study lives unless --storage says: a sqlite file under the package cache, outside any repository."""
+    from ..lm.clients.cache import cache_root
+
+    folder = cache_root() / "studies"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / (study_name + '.db')}"
 
 
 @contextlib.contextmanager

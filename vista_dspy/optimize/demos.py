@@ -212,3 +212,12 @@ def incomplete_demos(program: Vista) -> list[str]:
             if missing:
                 problems.append(f"{name} demo {i}: missing {', '.join(missing)}")
     return problems
+
+
+def pool_hash(pool: Pool) -> str:
+    """What identifies a demo pool's content (a study records it; a program rebuilt from a trial checks it)."""
+    import hashlib
+    import json
+
+    content = {name: [(stratum, demo.toDict()) for stratum, demo in items] for name, items in sorted(pool.demos.items())}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()

@@ -288,7 +288,7 @@ def claim_key(dialogue_id: str, turn_index: int, claim: str) -> str:
 def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Price, *, seed: int = 0) -> Outcome:
     """Both objectives of one candidate, with intervals, and its item-wise record."""
     from .judged_turns import UNSAFE_GOLD, label_claims
-    from .metrics import balanced_accuracy
+    from .metrics import balanced_accuracy, balanced_accuracy_interval
 
     by_id = {v.dialogue_id: v for v in verdicts}
     missing = [d.id for d in data.dialogues if d.id not in by_id]
@@ -321,13 +321,13 @@ def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Pri
         by_dataset[dataset][1].append(p)
     return Outcome(
         balanced_accuracy=round(balanced_accuracy(gold, letters), 6),
-        balanced_accuracy_interval=_rounded(accuracy_interval(groups, gold, letters, seed=seed)),
+        balanced_accuracy_interval=_rounded(balanced_accuracy_interval(gold, letters, groups, seed=seed)),
         cost=round(price.per_turn(sum(cost_by_dialogue), judged), 6),
         cost_interval=_rounded(cost_interval(cost_by_dialogue, turns_by_dialogue, price, seed=seed)),
         turn_accuracy=round(sum(g == p for g, p in zip(gold, letters)) / len(gold), 6),
         by_dataset={k: round(balanced_accuracy(g, p), 6) for k, (g, p) in by_dataset.items()},
         claim_decisions=round(balanced_accuracy(claim_gold, claim_pred), 6) if claims else None,
-        claim_decisions_interval=_rounded(accuracy_interval(claim_groups, claim_gold, claim_pred, seed=seed))
+        claim_decisions_interval=_rounded(balanced_accuracy_interval(claim_gold, claim_pred, claim_groups, seed=seed))
         if claims else None,
         calls_per_turn=round(total.calls / judged, 4) if judged else 0.0,
         prompt_tokens_per_turn=round(total.prompt_tokens / judged, 2) if judged else 0.0,
@@ -338,14 +338,6 @@ def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Pri
 
 def _rounded(pair: tuple[float, float]) -> tuple[float, float]:
     return round(pair[0], 6), round(pair[1], 6)
-
-
-def accuracy_interval(groups: Sequence[str], gold: Sequence[str], pred: Sequence[str], *, seed: int = 0
-                      ) -> tuple[float, float]:
-    """The 95 % interval of ``balanced_accuracy(gold, pred)``, resampling ``groups`` (dialogues)."""
-    from .metrics import balanced_accuracy_interval
-
-    return balanced_accuracy_interval(gold, pred, groups, seed=seed)
 
 
 def cost_interval(cost_by_dialogue: Sequence[float], turns_by_dialogue: Sequence[int], price: Price, *,
@@ -367,8 +359,9 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
     """A multi-objective optuna study (balanced accuracy up, cost per judged turn down) of ``trials`` trials in all:
     a study resumed from ``storage`` runs only the missing ones. A new study first measures ``starts`` ({mark:
     params}: the seed first, then e.g. the shipped program), then each other start with each of ``start_designs``,
-    then the seed with each of ``designs`` (those whose choices are in ``space``), then optuna's TPE samples. ``record``: what the study result says about where it ran
-    (model, pool, programs), kept in the storage. Returns the optuna study."""
+    then the seed with each of ``designs`` (those whose choices are in ``space``), then optuna's TPE samples.
+    ``record``: what the study result says about where it ran (model, pool, programs), kept in the storage. Returns
+    the optuna study."""
     import optuna
 
     study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
@@ -452,18 +445,3 @@ def _params(trial) -> dict[str, Any]:
 
 def _key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted(params.items()))
-
-
-def pool_hash(pool: Pool) -> str:
-    """What identifies a demo pool's content (a study records it; a program rebuilt from a trial checks it)."""
-    content = {name: [(stratum, demo.toDict()) for stratum, demo in items] for name, items in sorted(pool.demos.items())}
-    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def default_storage(study_name: str) -> str:
-    """Where a study lives unless --storage says: a sqlite file under the package cache, outside any repository."""
-    from ..lm.clients.cache import cache_root
-
-    folder = cache_root() / "studies"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / (study_name + '.db')}"
