@@ -305,7 +305,10 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     LM call at all (an empty cascade band) and without its few-shot demos (most of what it reads), and then with a
     third of them: what its LM buys and what its prompts cost are on the page after the first trials."""
     data, _ = data
-    bases = {"seed": Vista.from_program(None), "local": Vista.from_program("local")}
+    seed, local = Vista.from_program(None), Vista.from_program("local")
+    for stage in studies.STAGES:  # the local program with all the seed's demos (the one that ships reads a third)
+        getattr(local, stage).demos = list(getattr(seed, stage).demos)
+    bases = {"seed": seed, "local": local}
     space = studies.search_space(bases)
     starts = {name: studies.base_params(name, base, space) for name, base in bases.items()}
     with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
