@@ -22,7 +22,7 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.lm.clients.timings import TimedLM
 from vista_dspy.lm.fake import RuleEngine
 from vista_dspy.optimize import study as studies
-from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference
+from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval
 from vista_dspy.optimize.pricing import DOLLARS, SERVER_TIME, PriceError
 from vista_dspy.optimize.study_result import StudyResult, export
 from vista_dspy.program import Vista
@@ -372,3 +372,23 @@ def test_the_seed_gate_compares_claims_only_over_two_dialogues_or_more():
     two = seed_gate(turns, "hfhf", "hhhf", candidate_claims={"a#0#x": "uu", "b#0#y": "ss"},
                     seed_claims={"a#0#x": "us", "b#0#y": "ss"})
     assert two.claims is not None and two.claims["claims"] == 2
+
+
+def test_claims_from_one_dialogue_are_measured_without_an_interval_not_a_crash(data):
+    """One dialogue's claims cannot be resampled over dialogues: the trial keeps its claim decisions with no
+    interval (and the page says so), where the bootstrap used to fail the whole trial after it had been judged."""
+    from vista_dspy.experiments.study_page import _claims_cell
+
+    data, _ = data
+    bases = {"seed": Vista.from_program(None)}
+    with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
+        verdicts = studies.program_judge(bases, None, data)(studies.base_params("seed", bases["seed"],
+                                                                                studies.search_space(bases)))
+    for verdict in verdicts[1:]:  # only the first dialogue keeps its claims
+        for turn in verdict.turns:
+            turn.claims = []
+    outcome = studies.measure(data, verdicts, SERVER_TIME)
+    assert outcome.claim_decisions == 1.0 and outcome.claim_decisions_interval is None
+    assert _claims_cell(outcome) == "1.000 (one dialogue: no interval)"
+    with pytest.raises(ValueError, match="two or more"):  # the mechanism says why, for any caller
+        balanced_accuracy_interval(["h", "f"], ["h", "f"], ["d1", "d1"])

@@ -323,9 +323,9 @@ def _rule_provenance(base: str, out_dir: Path | None) -> dict | None:
     (its probe, recipe and split), read before a trial saved under the same name replaces them."""
     from ..compiled.files import compiled_dir
 
-    for folder in (out_dir, compiled_dir()):
-        path = folder / f"{base}.meta.json" if folder is not None else None
-        if path is not None and path.is_file():
+    for folder in dict.fromkeys((out_dir or compiled_dir(), compiled_dir())):
+        path = folder / f"{base}.meta.json"
+        if path.is_file():
             settings = json.loads(path.read_text()).get("settings") or {}
             return {"program": base, **settings.get("rule_compiled", settings)}
     return None

@@ -99,12 +99,12 @@ def study(
     )
     from ..optimize.study_result import export as export_result
     from ..program import Vista
-    from .train_dev import objective_data, pool_dialogues
+    from .train_dev import default_train, objective_data, pool_dialogues
 
     try:
         data = objective_data(dev, data_dir, seed, n_dev)
-        train = train or ("suite:compile" if dev.split(":")[0] == "suite" else "vista-human:pool")
-        pooled = pool_dialogues(train, data_dir, seed, n_train, frozenset(d.id for d in data.dialogues))
+        pooled = pool_dialogues(train or default_train(dev), data_dir, seed, n_train,
+                                frozenset(d.id for d in data.dialogues))
         chosen_price = price_named(price) if price else price_for(model, api_base)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None

@@ -53,6 +53,26 @@ SUITE = "suite"  # --dev suite:PART: the instrument's labelled turns (issue 48),
 NO_POOL = "none"  # --train none: no demo pool, every demo a starting program's own
 
 
+def is_suite(spec: str) -> bool:
+    """``suite`` or ``suite:PART``: the instrument's suite, not a dataset."""
+    return spec == SUITE or spec.startswith(f"{SUITE}:")
+
+
+def _suite_part(spec: str, data_dir: Path) -> tuple[str, dict[str, list]]:
+    """(part, {dataset: its dialogues of that part}) of a ``suite[:PART]`` spec (default part: compile)."""
+    from ..data.suite import load_suite
+    from ..experiments.bench import suite_paths
+
+    part = spec.partition(":")[2] or "compile"
+    return part, load_suite(suite_paths(data_dir), part)
+
+
+def default_train(dev: str) -> str:
+    """The demo pool a study builds when --train is not given: with a --dev of the suite, the compile part's
+    dialogues outside --dev (``vista-human:pool`` overlaps the suite's compile part); else ``vista-human:pool``."""
+    return f"{SUITE}:compile" if is_suite(dev) else "vista-human:pool"
+
+
 def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
     """The labelled dialogues a priced study judges every trial on (``optimize.study.ObjectiveData``): the suite's
     part (``suite:compile``) or ``DATASET[=PATH][:part]``; ``n``: a seeded sample of at most that many dialogues
@@ -61,12 +81,8 @@ def objective_data(spec: str, data_dir: Path | None, seed: int, n: int | None):
     from ..experiments.bench import load_dataset
     from ..optimize.study import ObjectiveData
 
-    if spec == SUITE or spec.startswith(f"{SUITE}:"):
-        from ..data.suite import load_suite
-        from ..experiments.bench import suite_paths
-
-        part = spec.partition(":")[2] or "compile"
-        parts = load_suite(suite_paths(data_dir or default_data_dir()), part)
+    if is_suite(spec):
+        part, parts = _suite_part(spec, data_dir or default_data_dir())
         if n is None or n >= sum(map(len, parts.values())):
             return ObjectiveData.of(f"{SUITE}:{part}", parts)
         return ObjectiveData.of(f"{SUITE}:{part}[{n} dialogues, seed {seed}]", sample_parts(parts, n, seed))
@@ -104,13 +120,9 @@ def pool_dialogues(spec: str, data_dir: Path | None, seed: int, n: int | None,
     if spec == NO_POOL:
         return None
     data_dir = data_dir or default_data_dir()
-    if spec == SUITE or spec.startswith(f"{SUITE}:"):
-        from ..data.suite import load_suite
-        from ..experiments.bench import suite_paths
-
-        part = spec.partition(":")[2] or "compile"
-        dialogues = [d for found in load_suite(suite_paths(data_dir), part).values() for d in found
-                     if d.id not in dev]
+    if is_suite(spec):
+        part, parts = _suite_part(spec, data_dir)
+        dialogues = [d for found in parts.values() for d in found if d.id not in dev]
         if n is not None and n < len(dialogues):
             dialogues = sample(dialogues, n, seed)
         return dialogues, {"dataset": SUITE, "part": part, "excluding": "the --dev dialogues", "seed": seed}
@@ -122,5 +134,5 @@ def pool_spec(info: dict) -> str:
     """The --train spec that ``pool_dialogues`` described as ``info`` (a study result records it): how a program
     rebuilt from a trial finds its demo pool's dialogues again."""
     if info.get("dataset") == SUITE:
-        return f"{SUITE}:{info.get('part')}"
+        return f"{SUITE}:{info['part']}"
     return f"{info.get('dataset')}={info.get('path')}:{info.get('part', 'all')}"

@@ -143,8 +143,7 @@ def _front_row(result, trial) -> dict[str, Any]:
     return {
         "trial": trial.number, "marks": ", ".join(trial.marks), "design": trial.design or "",
         "accuracy": _with_interval(outcome.balanced_accuracy, outcome.balanced_accuracy_interval),
-        "claims": _with_interval(outcome.claim_decisions, outcome.claim_decisions_interval)
-        if outcome.claim_decisions is not None else "—",
+        "claims": _claims_cell(outcome),
         "cost": _with_interval(outcome.cost, outcome.cost_interval, "{:.4g}"),
         "turn_accuracy": f"{outcome.turn_accuracy:.3f}",
         "tokens": f"{outcome.calls_per_turn:.2f} / {outcome.prompt_tokens_per_turn:.0f} / "
@@ -152,6 +151,15 @@ def _front_row(result, trial) -> dict[str, Any]:
         "by_dataset": ", ".join(f"{k} {v:.3f}" for k, v in outcome.by_dataset.items()),
         "changes": _choices(result.changes(trial)) or "— (the seed's own)", "gate": gate,
     }
+
+
+def _claims_cell(outcome) -> str:
+    """Claim decisions with their interval; without one where they come from a single dialogue."""
+    if outcome.claim_decisions is None:
+        return "—"
+    if outcome.claim_decisions_interval is None:
+        return f"{outcome.claim_decisions:.3f} (one dialogue: no interval)"
+    return _with_interval(outcome.claim_decisions, outcome.claim_decisions_interval)
 
 
 def _with_interval(value: float, interval, number: str = "{:.3f}") -> str:

@@ -105,8 +105,8 @@ def grouped_interval(statistic, columns: Sequence[Sequence[float]], *, confidenc
     from scipy.stats import bootstrap
 
     data = tuple(np.asarray(c, dtype=float) for c in columns)
-    if not len(data[0]):
-        raise ValueError("no group to resample")
+    if len(data[0]) < 2:
+        raise ValueError(f"{len(data[0])} group(s): a bootstrap over groups needs two or more")
 
     def resampled(*cols, axis=-1):
         return statistic(*(c.sum(axis=axis) for c in cols))

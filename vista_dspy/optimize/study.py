@@ -328,7 +328,7 @@ def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Pri
         by_dataset={k: round(balanced_accuracy(g, p), 6) for k, (g, p) in by_dataset.items()},
         claim_decisions=round(balanced_accuracy(claim_gold, claim_pred), 6) if claims else None,
         claim_decisions_interval=_rounded(balanced_accuracy_interval(claim_gold, claim_pred, claim_groups, seed=seed))
-        if claims else None,
+        if len(set(claim_groups)) >= 2 else None,  # one dialogue's claims cannot be resampled
         calls_per_turn=round(total.calls / judged, 4) if judged else 0.0,
         prompt_tokens_per_turn=round(total.prompt_tokens / judged, 2) if judged else 0.0,
         completion_tokens_per_turn=round(total.completion_tokens / judged, 2) if judged else 0.0,
