@@ -256,7 +256,8 @@ def test_cli_study_over_http_exports_its_result_and_page(tmp_path, data):
     assert exported.command.startswith("vista study --model openai/fake") and "--trials 2" in exported.command
     assert "Pareto front" in result.stdout and (tmp_path / "r.html").read_text().count("<svg") == 1
     text = (tmp_path / "r.json").read_text()
-    assert "museum" not in text  # ids, letters and hashes: no dataset text
+    assert "opens at nine" not in text  # ids, letters, hashes and the starting programs: no dataset text
+    assert exported.starting_programs()["seed"].content_hash() == exported.programs["seed"]
 
 
 def test_a_study_on_a_sample_of_the_suite_keeps_each_dataset_s_share_and_is_seeded():
@@ -320,7 +321,8 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     assert no_lm.params == {**starts["local"], "cascade": studies.NO_LM_BAND}
     assert bare.params == {**starts["local"], "demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}
     waiting = [t.user_attrs["design"] for t in study.trials[4:]]
-    assert waiting == ["shipped, but a third of the demos", "seed, but two Verify demos", "seed, but no Verify demos"]
+    assert waiting == ["shipped, but a third of the demos", "shipped, but one demo per stage",
+                       "seed, but two Verify demos", "seed, but no Verify demos"]
     outcomes = [t.user_attrs["outcome"] for t in (shipped, no_lm, bare)]
     assert outcomes[1]["calls_per_turn"] == 0 and outcomes[1]["cost"] == 0 < outcomes[0]["cost"]
     assert outcomes[2]["prompt_tokens_per_turn"] < outcomes[0]["prompt_tokens_per_turn"]
@@ -392,3 +394,78 @@ def test_claims_from_one_dialogue_are_measured_without_an_interval_not_a_crash(d
     assert _claims_cell(outcome) == "1.000 (one dialogue: no interval)"
     with pytest.raises(ValueError, match="two or more"):  # the mechanism says why, for any caller
         balanced_accuracy_interval(["h", "f"], ["h", "f"], ["d1", "d1"])
+
+
+def test_a_resumed_study_queues_the_designs_added_since_it_began(tmp_path, data):
+    data, _ = data
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study, _ = seed_study(data, trials=2, storage=storage, designs=DESIGNS[:1])
+    assert [t.user_attrs.get("design") for t in study.trials] == [None, "seed, but two Verify demos"]
+    study, _ = seed_study(data, trials=3, storage=storage, designs=DESIGNS)
+    assert [t.user_attrs.get("design") for t in study.trials] == [None, "seed, but two Verify demos",
+                                                                  "seed, but no Verify demos"]
+    assert study.trials[2].state == optuna.trial.TrialState.COMPLETE and study.trials[2].params["demos_verify"] == 0
+
+
+def test_compile_budget_rebuilds_a_trial_from_the_program_the_study_kept_not_from_today_s_default(tmp_path, data):
+    """A study of a shipped program that has since changed (a new default with fewer demos shipped under its name):
+    the trial is rebuilt from the program file the study kept; a study that kept only the hash is refused."""
+    data, _ = data
+    seed, local = Vista.from_program(None), Vista.from_program("local")
+    for stage in studies.STAGES:  # what "local" was when the study ran: all the seed's demos (today's has a third)
+        getattr(local, stage).demos = list(getattr(seed, stage).demos)
+    bases = {"seed": seed, "local": local}
+    space = studies.search_space(bases)
+    starts = {"seed": studies.base_params("seed", seed, space), "shipped": studies.base_params("local", local, space)}
+    kept = {"programs": {k: b.content_hash() for k, b in bases.items()},
+            "program_files": {k: b.program_file().to_json() for k, b in bases.items()}}
+    with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
+        study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
+                                  starts=starts, trials=2, study_name="s", designs=(), start_designs=(),
+                                  bases=bases, record=kept)
+    result = export(study)
+    shipped = result.marked("shipped")
+    assert shipped.params["demos_verify"] == 6 and len(Vista.from_program("local").verify.demos) < 6
+    path = result.save(tmp_path / "result.json")
+    made = CliRunner().invoke(app, ["compile", "--study", str(path), "--budget", str(shipped.cost * 2), "--name",
+                                    "picked", "--out-dir", str(tmp_path / "out")])
+    assert made.exit_code == 0 and f"trial {shipped.number}" in made.output, made.output
+    assert Vista.from_program(tmp_path / "out" / "picked.json").content_hash() == local.content_hash()
+
+    legacy = result.model_copy(update={"program_files": {"seed": result.program_files["seed"]}})
+    refused = CliRunner().invoke(app, ["compile", "--study", str(legacy.save(tmp_path / "legacy.json")), "--budget",
+                                       str(shipped.cost * 2), "--out-dir", str(tmp_path / "out")])
+    assert refused.exit_code == 2 and "program local is not the one study s measured" in refused.output
+    assert "did not keep that program" in refused.output
+
+
+def test_a_resumed_study_starts_from_the_programs_it_kept_and_refuses_one_it_cannot_rebuild(tmp_path, data):
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    _, path = data
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    study_command = ["study", "--model", "openai/fake", "--dev", f"vista-human={path}:all", "--train", "none",
+                     "--storage", storage, "--study-name", "s", "--no-cache"]
+    with FakeOpenAIServer() as server:
+        first = CliRunner().invoke(app, [*study_command, "--api-base", server.url, "--trials", "1"])
+        assert first.exit_code == 0, first.output
+        stored = optuna.load_study(study_name="s", storage=storage)
+        assert set(stored.user_attrs["program_files"]) == {"seed"}
+        stored.set_user_attr("programs", {"seed": "0" * 64})  # the kept file no longer has the hash measured
+        refused = CliRunner().invoke(app, [*study_command, "--api-base", server.url, "--trials", "2"])
+    assert refused.exit_code == 2 and "program seed is not the one study s measured" in refused.output
+    states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 1 and optuna.trial.TrialState.RUNNING not in states
+
+
+def test_the_committed_front_rebuilds_the_shipped_program_at_its_recorded_budget(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    compiled = root / "vista_dspy" / "compiled"
+    settings = json.loads((compiled / "local.meta.json").read_text())["settings"]
+    result = CliRunner().invoke(app, ["compile", "--study", str(root / "benchmarks" / "fronts" / "local-1.5b.json"),
+                                      "--budget", str(settings["budget"]), "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"trial {settings['trial']}" in result.output
+    assert (tmp_path / "local.json").read_bytes() == (compiled / "local.json").read_bytes()

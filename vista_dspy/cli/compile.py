@@ -284,18 +284,15 @@ def _compile_within_budget(path: Path, budget: float, *, model: str | None, api_
 
 def _program_of_trial(result, trial, *, model: str | None, api_base: str | None, gguf: Path | None, port: int,
                       data_dir: Path | None, cache: bool, threads: int | None):
-    """The program a study trial describes, from the starting programs the study recorded (checked by content hash)
+    """The program a study trial describes, from the starting programs the study kept (checked by content hash)
     and, for a trial reading pool demos, the pool rebuilt with the LM (checked likewise)."""
     from ..optimize.study import candidate
     from ..program import Vista
 
-    bases = {}
-    for program_name, recorded in result.programs.items():
-        base = Vista.from_program(None if program_name == "seed" else program_name)
-        if base.content_hash() != recorded:
-            raise fail(f"program {program_name} changed since study {result.study} measured it (content hash "
-                       f"{base.content_hash()[:12]}, not {recorded[:12]}): run the study again")
-        bases[program_name] = base
+    try:
+        bases = result.starting_programs()
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     pool = None
     if any(trial.params.get(f"source_{stage}") == "pool" for stage in ("decompose", "verify", "categorize")):
         from ..lm.clients.cache import use_cache_for

@@ -98,6 +98,7 @@ def study(
         search_space,
     )
     from ..optimize.study_result import export as export_result
+    from ..optimize.study_result import starting_programs
     from ..program import Vista
     from .train_dev import default_train, objective_data, pool_dialogues
 
@@ -122,6 +123,13 @@ def study(
     shipped = program_for_model(model)
     if shipped != "seed":
         bases[shipped] = Vista.from_program(shipped, **endpoint)
+    recorded = _recorded(storage, study_name)
+    if recorded.get("programs"):  # a resumed study starts from the programs it began with, not today's
+        try:
+            bases = starting_programs(study_name, recorded["programs"], recorded.get("program_files", {}),
+                                      **endpoint)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     lm_setup.judging_with(bases["seed"])
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial is told in one line by run_study, not a traceback
     log = lambda message: err.print(message, highlight=False)  # noqa: E731
@@ -132,14 +140,16 @@ def study(
         pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
         space = search_space(bases, pool)
         starts = {"seed": base_params("seed", bases["seed"], space)}
-        if shipped in bases:
+        if shipped in bases:  # the seed too, for a model with no compiled program: one trial, both marks
             starts["shipped"] = base_params(shipped, bases[shipped], space)
         found = run_study(program_judge(bases, pool, data, threads=threads or lm_setup.threads, log=log), data,
                           chosen_price, space=space, starts=starts, trials=trials, storage=storage,
                           study_name=study_name, seed=seed, designs=DESIGNS if designs else (),
                           start_designs=START_DESIGNS if designs else (), bases=bases,
                           record={"model": config.model, "model_name": name, "pool": record,
-                                  "programs": {k: b.content_hash() for k, b in bases.items()}}, log=log)
+                                  "programs": {k: b.content_hash() for k, b in bases.items()},
+                                  "program_files": {k: b.program_file().to_json() for k, b in bases.items()}},
+                          log=log)
     result = export_result(found, command=_command_line(context))
     _print_front(result)
     if export is not None:
@@ -157,6 +167,16 @@ def default_storage(study_name: str) -> str:
     folder = cache_root() / "studies"
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / (study_name + '.db')}"
+
+
+def _recorded(storage: str, study_name: str) -> dict:
+    """What an existing study recorded about where it ran ({} for a new one)."""
+    import optuna
+
+    try:
+        return dict(optuna.load_study(study_name=study_name, storage=storage).user_attrs)
+    except KeyError:
+        return {}
 
 
 @contextlib.contextmanager

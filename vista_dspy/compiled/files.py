@@ -64,6 +64,13 @@ class ProgramFile:
     def to_json(self) -> dict[str, Any]:
         return {SECTION: {"format": PROGRAM_FORMAT, "options": self.options, "rule": self.rule}, **self.state}
 
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> ProgramFile:
+        """The inverse of ``to_json``: a program kept inside another record (a study keeps its starting programs)."""
+        state = {k: v for k, v in data.items() if k != SECTION}
+        section = data.get(SECTION) or {}
+        return cls(name, state, section.get("options") or {}, section.get("rule"))
+
 
 def content_hash(state: dict[str, Any], options: dict[str, Any], rule: dict[str, Any] | None) -> str:
     """sha256 of what a program judges with (dependency versions excluded), in canonical JSON. A program without a

@@ -14,7 +14,8 @@ a Pareto front, not one winner (``study_result``: the front, a pick within a bud
   a cached answer costs nothing); tests give any function with that signature.
 - **The design**: a new study first measures the starting programs (the seed; the model's shipped program), then the
   seed with one choice changed at a time (``DESIGNS``: what each lever costs and buys on its own), then lets optuna's
-  multi-objective TPE sample. Storage makes it resumable: a trial an interruption left running is queued again.
+  multi-objective TPE sample. Storage makes it resumable: a trial an interruption left running is queued again, and
+  the study keeps the programs it starts from, so a trial means the same after a new default ships.
 """
 
 from __future__ import annotations
@@ -185,6 +186,7 @@ START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
     ({"cascade": NO_LM_BAND}, "no LM call (its rule decides every unit from the evidence)"),
     ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
     ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
+    ({"demos_decompose": 1, "demos_verify": 1, "demos_categorize": 1}, "one demo per stage"),
 )
 
 
@@ -288,7 +290,7 @@ def claim_key(dialogue_id: str, turn_index: int, claim: str) -> str:
 def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Price, *, seed: int = 0) -> Outcome:
     """Both objectives of one candidate, with intervals, and its item-wise record."""
     from .judged_turns import UNSAFE_GOLD, label_claims
-    from .metrics import balanced_accuracy, balanced_accuracy_interval
+    from .metrics import balanced_accuracy, balanced_accuracy_interval, grouped_interval
 
     by_id = {v.dialogue_id: v for v in verdicts}
     missing = [d.id for d in data.dialogues if d.id not in by_id]
@@ -323,7 +325,8 @@ def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Pri
         balanced_accuracy=round(balanced_accuracy(gold, letters), 6),
         balanced_accuracy_interval=_rounded(balanced_accuracy_interval(gold, letters, groups, seed=seed)),
         cost=round(price.per_turn(sum(cost_by_dialogue), judged), 6),
-        cost_interval=_rounded(cost_interval(cost_by_dialogue, turns_by_dialogue, price, seed=seed)),
+        cost_interval=_rounded(grouped_interval(lambda cost, turns: price.scale * cost / turns,
+                                                [cost_by_dialogue, turns_by_dialogue], seed=seed)),
         turn_accuracy=round(sum(g == p for g, p in zip(gold, letters)) / len(gold), 6),
         by_dataset={k: round(balanced_accuracy(g, p), 6) for k, (g, p) in by_dataset.items()},
         claim_decisions=round(balanced_accuracy(claim_gold, claim_pred), 6) if claims else None,
@@ -340,15 +343,6 @@ def _rounded(pair: tuple[float, float]) -> tuple[float, float]:
     return round(pair[0], 6), round(pair[1], 6)
 
 
-def cost_interval(cost_by_dialogue: Sequence[float], turns_by_dialogue: Sequence[int], price: Price, *,
-                  seed: int = 0) -> tuple[float, float]:
-    """The 95 % interval of the cost per judged turn, resampling dialogues."""
-    from .metrics import grouped_interval
-
-    return grouped_interval(lambda cost, turns: price.scale * cost / turns, [cost_by_dialogue, turns_by_dialogue],
-                            seed=seed)
-
-
 # ---- the study -------------------------------------------------------------------------------------------------------
 def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequence[Choice],
               starts: Mapping[str, dict[str, Any]], trials: int, storage: str | None = None,
@@ -357,11 +351,10 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
               record: Mapping[str, Any] | None = None, bases: Mapping[str, Vista] | None = None,
               log: Callable[[str], None] = lambda message: None):
     """A multi-objective optuna study (balanced accuracy up, cost per judged turn down) of ``trials`` trials in all:
-    a study resumed from ``storage`` runs only the missing ones. A new study first measures ``starts`` ({mark:
-    params}: the seed first, then e.g. the shipped program), then each other start with each of ``start_designs``,
-    then the seed with each of ``designs`` (those whose choices are in ``space``), then optuna's TPE samples.
-    ``record``: what the study result says about where it ran (model, pool, programs), kept in the storage. Returns
-    the optuna study."""
+    a study resumed from ``storage`` runs only the missing ones. It first measures ``starts`` ({mark: params}: the
+    seed first, then e.g. the shipped program), then each other start with each of ``start_designs``, then the seed
+    with each of ``designs`` (those whose choices are in ``space``; a resumed study queues the ones added since it
+    began), then optuna's TPE samples. ``record``: where it ran (model, pool, programs), kept in the storage."""
     import optuna
 
     study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
@@ -378,25 +371,16 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
                              "the same --price, or start a new study (--study-name)")
     # Seeded by the trials so far: a resumed session samples what a session that never stopped would have.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
-    if not study.trials:
-        for key, value in {"data": described, "price": price.as_dict(), "space": [c.as_dict() for c in space],
-                           "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
+    # A resumed study keeps what it recorded and gains what it lacks (the program files, for one begun without).
+    for key, value in {"data": described, "price": price.as_dict(), "space": [c.as_dict() for c in space],
+                       "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
+        if key not in study.user_attrs:
             study.set_user_attr(key, value)
-        names = {choice.name for choice in space}
-        seed_start = next(iter(starts.values()))
-        planned = []
-        for params in starts.values():
-            if params not in planned:
-                planned.append(params)
-                study.enqueue_trial(params, user_attrs={"marks": [m for m, p in starts.items() if p == params]})
-        planned_designs = [(mark, start, change, what) for mark, start in list(starts.items())[1:]
-                           for change, what in start_designs]
-        planned_designs += [(next(iter(starts)), seed_start, change, what) for change, what in designs]
-        for mark, start, change, what in planned_designs:
-            params = {**start, **change}
-            if set(change) <= names & set(start) and params not in planned:
-                planned.append(params)
-                study.enqueue_trial(params, user_attrs={"design": f"{mark}, but {what}"})
+    _requeue_unfinished(study)
+    _plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]
+                          for change, what in start_designs]
+          + [(next(iter(starts)), next(iter(starts.values())), change, what) for change, what in designs],
+          {choice.name for choice in space})
     bases = bases or {}
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
@@ -413,11 +397,26 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
             f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}")
         return outcome.balanced_accuracy, outcome.cost
 
-    _requeue_unfinished(study)
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     if trials > done:
         study.optimize(objective, n_trials=trials - done)
     return study
+
+
+def _plan(study, starts: Mapping[str, dict[str, Any]], designs: Sequence[tuple[str, dict, dict, str]],
+          names: set[str]) -> None:
+    """Queue each start, then each design (mark, start, change, what) whose choices are in the space (``names``) and
+    the start's, unless a trial with the same choices is already in the study."""
+    planned = [_params(trial) for trial in study.trials]
+    for params in starts.values():
+        if params not in planned:
+            planned.append(params)
+            study.enqueue_trial(params, user_attrs={"marks": [m for m, p in starts.items() if p == params]})
+    for mark, start, change, what in designs:
+        params = {**start, **change}
+        if set(change) <= names & set(start) and params not in planned:
+            planned.append(params)
+            study.enqueue_trial(params, user_attrs={"design": f"{mark}, but {what}"})
 
 
 def _requeue_unfinished(study) -> None:

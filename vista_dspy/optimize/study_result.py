@@ -10,14 +10,18 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .pricing import Price
 from .seed_gate import SeedGate, seed_gate
 from .study import OBJECTIVES, Outcome
+
+if TYPE_CHECKING:
+    from ..program import Vista
 
 RESULT_FORMAT = "vista-study-result"
 RESULT_VERSION = 1
@@ -68,6 +72,8 @@ class StudyResult(BaseModel):
     data: dict[str, Any]  # ObjectiveData.describe(): name, dialogue ids, datasets, turns, sha256
     space: list[dict[str, Any]]
     programs: dict[str, str] = Field(default_factory=dict)  # starting program name -> its content hash
+    # starting program name -> its program file (ProgramFile.to_json) as the study measured it
+    program_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     pool: dict[str, Any] | None = None  # where pool demos came from: train spec, sizes, content hash
     trials: list[TrialRecord]
     command: str | None = None
@@ -88,6 +94,10 @@ class StudyResult(BaseModel):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
         return path
+
+    def starting_programs(self, **changes: Any) -> dict[str, Vista]:
+        """The programs the trials start from, as the study measured them (``starting_programs``)."""
+        return starting_programs(self.study, self.programs, self.program_files, **changes)
 
     # ---- the trials --------------------------------------------------------------------------------------------
     @property
@@ -177,6 +187,29 @@ def budget_range(low: float, high: float | None) -> str:
     return f"{low:.4g} and over" if high is None else f"{low:.4g} to {high:.4g}"
 
 
+def starting_programs(study: str, programs: Mapping[str, str], files: Mapping[str, dict[str, Any]],
+                      **changes: Any) -> dict[str, Vista]:
+    """The programs a study's trials start from ({name: content hash} as recorded), each rebuilt from the program
+    file the study kept, so that a trial means what it meant when it ran even after a program of that name changed
+    (a new default ships). A study that kept only the hash reads the program of that name now, if its content is
+    still the one measured. ``changes``: judging options that do not change a program's content (the endpoint's)."""
+    from ..compiled.files import SEED_PROGRAM, ProgramFile
+    from ..program import Vista
+
+    bases = {}
+    for name, recorded in programs.items():
+        kept = files.get(name)
+        base = Vista.from_program(ProgramFile.from_json(name, kept) if kept is not None
+                                  else None if name == SEED_PROGRAM else name, **changes)
+        if base.content_hash() != recorded:
+            raise ValueError(f"program {name} is not the one study {study} measured (content hash "
+                             f"{base.content_hash()[:12]}, not {recorded[:12]})"
+                             + ("" if kept is not None else ", and the study did not keep that program: start a new "
+                                "study (--study-name)"))
+        bases[name] = base
+    return bases
+
+
 def export(study, *, command: str | None = None) -> StudyResult:
     """A study result from an optuna study that ``study.run_study`` ran (its user attributes hold the data, price,
     space and where it ran)."""
@@ -196,4 +229,5 @@ def export(study, *, command: str | None = None) -> StudyResult:
     return StudyResult(study=study.study_name, model=attrs.get("model"), model_name=attrs.get("model_name"),
                        objectives=attrs.get("objectives") or [list(o) for o in OBJECTIVES], price=attrs["price"],
                        data=attrs["data"], space=attrs["space"], programs=attrs.get("programs", {}),
+                       program_files=attrs.get("program_files", {}),
                        pool=attrs.get("pool"), trials=trials, command=command, vista_dspy=__version__)
