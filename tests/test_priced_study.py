@@ -24,6 +24,7 @@ from vista_dspy.lm.fake import RuleEngine
 from vista_dspy.optimize import study as studies
 from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval
 from vista_dspy.optimize.pricing import DOLLARS, SERVER_TIME, PriceError
+from vista_dspy.optimize.study_plan import trial_params
 from vista_dspy.optimize.study_result import StudyResult, export
 from vista_dspy.program import Vista
 from vista_dspy.schema import Usage, UsageCounts
@@ -138,7 +139,7 @@ def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path,
     study, _ = seed_study(data, trials=2, storage=storage)
     State = optuna.trial.TrialState
     assert study.trials[interrupted.number].state == State.FAIL
-    [again] = [t for t in study.trials if t.state != State.FAIL and studies._params(t) == planned]  # queued again
+    [again] = [t for t in study.trials if t.state != State.FAIL and trial_params(t) == planned]  # queued again
     assert again.user_attrs["design"] == study.trials[interrupted.number].user_attrs["design"]
     with pytest.raises(ValueError, match="priced its trials by time, not dollars"):
         studies.run_study(lambda params: [], data, DOLLARS, space=(), starts={"seed": {}}, trials=1,
@@ -322,6 +323,8 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     assert bare.params == {**starts["local"], "demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}
     waiting = [t.user_attrs["design"] for t in study.trials[4:]]
     assert waiting == ["shipped, but a third of the demos", "shipped, but one demo per stage",
+                       "shipped, but terse instructions", "shipped, but terse instructions and one demo per stage",
+                       "shipped, but terse instructions and no demos",
                        "seed, but two Verify demos", "seed, but no Verify demos"]
     outcomes = [t.user_attrs["outcome"] for t in (shipped, no_lm, bare)]
     assert outcomes[1]["calls_per_turn"] == 0 and outcomes[1]["cost"] == 0 < outcomes[0]["cost"]
@@ -469,3 +472,39 @@ def test_the_committed_front_rebuilds_the_shipped_program_at_its_recorded_budget
     assert result.exit_code == 0, result.output
     assert f"trial {settings['trial']}" in result.output
     assert (tmp_path / "local.json").read_bytes() == (compiled / "local.json").read_bytes()
+
+
+def test_terse_instructions_change_verify_and_categorize_only_and_stay_in_the_saved_program(tmp_path):
+    from vista_dspy.signatures import TERSE_INSTRUCTIONS
+
+    bases = {"seed": Vista.from_program(None)}
+    params = studies.base_params("seed", bases["seed"], studies.search_space(bases))
+    assert params["instructions"] == "base"
+    terse = studies.candidate(bases, None, {**params, "instructions": "terse"})
+    saved = Vista.from_program(terse.save_program(tmp_path / "terse.json"))
+    for stage in studies.STAGES:
+        expected = TERSE_INSTRUCTIONS.get(stage, getattr(bases["seed"], stage).signature.instructions)
+        assert getattr(saved, stage).signature.instructions == expected
+    assert terse.content_hash() != studies.candidate(bases, None, params).content_hash() == bases["seed"].content_hash()
+
+
+def test_a_study_begun_before_a_choice_existed_is_resumed_without_measuring_its_trials_again(tmp_path, data):
+    """Trials recorded without the instructions choice did what 'base' does: the resumed study does not queue the
+    seed again, and queues the design that changes it."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    data, _ = data
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    bases = {"seed": Vista.from_program(None)}
+    space = studies.search_space(bases)
+    old = {k: v for k, v in studies.base_params("seed", bases["seed"], space).items() if k != "instructions"}
+    kinds = {c.name: IntDistribution(c.values[0], c.values[-1]) if c.integer else CategoricalDistribution(c.values)
+             for c in space}
+    begun = optuna.create_study(study_name="s", storage=storage, directions=["maximize", "minimize"])
+    begun.add_trial(optuna.trial.create_trial(params=old, distributions={k: kinds[k] for k in old},
+                                              values=[0.5, 1.0], user_attrs={"marks": ["seed"]}))
+    begun.set_user_attr("data", data.describe())
+    begun.set_user_attr("price", SERVER_TIME.as_dict())
+    study, _ = seed_study(data, trials=2, storage=storage, designs=[({"instructions": "terse"}, "terse instructions")])
+    assert [t.user_attrs.get("design") for t in study.trials] == [None, "seed, but terse instructions"]
+    assert study.trials[1].state == optuna.trial.TrialState.COMPLETE and study.trials[1].params["instructions"] == "terse"

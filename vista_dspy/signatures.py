@@ -154,6 +154,24 @@ class Categorize(dspy.Signature):
     category: UnverifiableCategory = dspy.OutputField()
 
 
+# Verify's and Categorize's instructions in fewer words: the same labels, the same rules (a contradicted claim is not
+# VERIFIED; CONTRADICTED needs a conflicting statement in the sources), for a small model whose short prompts are
+# mostly instructions. A choice of the priced study (``instructions="terse"``), not a default.
+TERSE_INSTRUCTIONS = {
+    "verify": "Is the claim supported by the sources (the reference document and the knowledge store)? Answer "
+              "VERIFIED if they state it or plainly entail it, paraphrases included. Otherwise answer UNVERIFIABLE: "
+              "not mentioned, contradicted, or an opinion, advice, experience or refusal. Use no outside knowledge.",
+    "categorize": "The claim is not supported by the sources. Say why, as one category:\n"
+                  "- CONTRADICTED: a source states something incompatible with it (another number, date, place, "
+                  "or the negation).\n"
+                  "- LACKING EVIDENCE: a fact about the world that the sources neither confirm nor deny.\n"
+                  "- OUT-OF-SCOPE: no checkable fact: an opinion, advice, a feeling, the speaker's own experience, "
+                  "or small talk.\n"
+                  "- ABSTENTION: the assistant declines, does not know, or is unsure.\n"
+                  "Use only the sources.",
+}
+
+
 class CheckContradiction(dspy.Signature):
     """Decide whether the assistant's new turn contradicts anything said earlier in the dialogue, by either
     speaker. A contradiction is a statement that cannot be true together with an earlier one (a changed fact, a

@@ -5,17 +5,18 @@ a Pareto front, not one winner (``study_result``: the front, a pick within a bud
 
 - **The choices** a trial makes (``search_space``): per stage, how many demos and (with a demo pool built from human
   annotations) whose demos and which; the units judged (Decompose's claims or the turn's sentences); label-only
-  answers (Categorize's category without its explanation); the judging mode; which program it starts from (the seed,
+  answers (Categorize's category without its explanation); the judging mode; Verify's and Categorize's
+  instructions (their own, or the same rules in fewer words); which program it starts from (the seed,
   or the model's compiled program) and, for a program with a decision rule, the cascade's band. Each ``Choice`` says
   what it changes in the program, in words the study page prints.
 - **The objective data** come through one interface, ``Judge``: given a trial's choices, the candidate's verdicts
   on the objective's labelled dialogues (``ObjectiveData``, e.g. the suite's compile part), each verdict with the
   usage of the calls that reached the model. ``program_judge`` is the one that runs a program (the LM cache off:
   a cached answer costs nothing); tests give any function with that signature.
-- **The design**: a new study first measures the starting programs (the seed; the model's shipped program), then the
-  seed with one choice changed at a time (``DESIGNS``: what each lever costs and buys on its own), then lets optuna's
-  multi-objective TPE sample. Storage makes it resumable: a trial an interruption left running is queued again, and
-  the study keeps the programs it starts from, so a trial means the same after a new default ships.
+- **The design** (``study_plan``): a new study first measures the starting programs (the seed; the model's shipped
+  program), each with a few changes, then the seed with one choice changed at a time (what each lever costs and buys
+  on its own), then lets optuna's multi-objective TPE sample. Storage makes it resumable, and the study keeps the
+  programs it starts from, so a trial means the same after a new default ships.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from pydantic import BaseModel
 from ..compiled.files import SEED_PROGRAM
 from ..program import Vista
 from ..schema import Category, Dialogue, DialogueVerdict, UsageCounts
+from ..signatures import TERSE_INSTRUCTIONS
 from .demos import DEFAULT_DEMOS, Pool, install
 from .pricing import Price
+from .study_plan import DESIGNS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
 
 STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
 NO_CASCADE = "none"
-NO_LM_BAND = "0.50-0.50"  # an empty band: the evidence decides every unit, with no LM call
 SELECTION_SEEDS = 10
 # The study's objectives, in optuna's order.
 OBJECTIVES: tuple[tuple[str, str], ...] = (("balanced_accuracy", "maximize"), ("cost", "minimize"))
@@ -105,6 +107,8 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
                                                     "the paper's) or answers with its category alone"),
         Choice("claim_calls", ("per-claim", "batched"), "one Verify / Categorize call per claim, or a turn's claims "
                                                         "in one call each"),
+        Choice("instructions", ("base", "terse"), "Verify's and Categorize's instructions: the starting program's "
+                                                  "own, or the same rules in fewer words (TERSE_INSTRUCTIONS)"),
     ]
     ruled = [base.rule for base in bases.values() if base.rule is not None]
     if ruled:
@@ -135,7 +139,7 @@ def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, An
         params[f"source_{stage}"] = "base"
     params["selection_seed"] = 0
     params.update(units=base.options.units, explain_unverified=base.options.explain_unverified,
-                  claim_calls=base.options.claim_calls)
+                  claim_calls=base.options.claim_calls, instructions="base")
     if base.rule is not None:
         params["cascade"] = band_label(base.rule.cascade)
     kept = {k: v for k, v in params.items() if k in names}
@@ -161,33 +165,12 @@ def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str
     program = install(base, demos, budgets, top_up=base)
     options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls") if k in params}
     program = program.with_options(**options) if options else program
+    for stage, text in (TERSE_INSTRUCTIONS.items() if params.get("instructions") == "terse" else ()):
+        getattr(program, stage).signature = getattr(program, stage).signature.with_instructions(text)
     if program.rule is not None and "cascade" in params:
         program.rule = with_cascade(program.rule, band_named(params["cascade"]))
     program.program_name = base.program_name
     return program
-
-
-# The seed with one choice changed at a time (those of the study's space), after the starting programs.
-DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
-    ({"units": "sentences"}, "the turn's sentences as units (no Decompose call)"),
-    ({"explain_unverified": False}, "label-only answers from Categorize"),
-    ({"claim_calls": "batched"}, "a turn's claims in one Verify and one Categorize call"),
-    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
-    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
-    ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos from the pool"),
-    ({"source_decompose": "pool"}, "Decompose demos from human claim lists"),
-)
-
-
-# Every other starting program (the model's shipped one) with one change, measured right after the starts: what its
-# LM calls buy (none at all, for a program with a rule) and what its prompt costs (its few-shot demos are most of
-# what a judged turn reads). A change the start cannot take (a cascade band, for a program with no rule) is skipped.
-START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
-    ({"cascade": NO_LM_BAND}, "no LM call (its rule decides every unit from the evidence)"),
-    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
-    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
-    ({"demos_decompose": 1, "demos_verify": 1, "demos_categorize": 1}, "one demo per stage"),
-)
 
 
 # ---- the objective data --------------------------------------------------------------------------------------------
@@ -371,13 +354,14 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
                              "the same --price, or start a new study (--study-name)")
     # Seeded by the trials so far: a resumed session samples what a session that never stopped would have.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
-    # A resumed study keeps what it recorded and gains what it lacks (the program files, for one begun without).
+    # A resumed study keeps what it recorded and gains what it lacks (the program files, for one begun without);
+    # its space is today's (a choice added since, e.g. the instructions, is one its new trials make).
     for key, value in {"data": described, "price": price.as_dict(), "space": [c.as_dict() for c in space],
                        "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
-        if key not in study.user_attrs:
+        if key not in study.user_attrs or key == "space":
             study.set_user_attr(key, value)
-    _requeue_unfinished(study)
-    _plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]
+    requeue_unfinished(study)
+    plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]
                           for change, what in start_designs]
           + [(next(iter(starts)), next(iter(starts.values())), change, what) for change, what in designs],
           {choice.name for choice in space})
@@ -388,7 +372,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
         log(f"trial {trial.number}: {params}")
         try:
             verdicts = judge(params)
-        except Exception as exc:  # optuna marks it failed; a resumed study runs it again (_requeue_unfinished)
+        except Exception as exc:  # optuna marks it failed; a resumed study runs it again (requeue_unfinished)
             log(f"trial {trial.number} failed ({type(exc).__name__}: {exc}); a rerun of the study runs it again")
             raise
         outcome = measure(data, verdicts, price, seed=seed)
@@ -401,46 +385,3 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
     if trials > done:
         study.optimize(objective, n_trials=trials - done)
     return study
-
-
-def _plan(study, starts: Mapping[str, dict[str, Any]], designs: Sequence[tuple[str, dict, dict, str]],
-          names: set[str]) -> None:
-    """Queue each start, then each design (mark, start, change, what) whose choices are in the space (``names``) and
-    the start's, unless a trial with the same choices is already in the study."""
-    planned = [_params(trial) for trial in study.trials]
-    for params in starts.values():
-        if params not in planned:
-            planned.append(params)
-            study.enqueue_trial(params, user_attrs={"marks": [m for m, p in starts.items() if p == params]})
-    for mark, start, change, what in designs:
-        params = {**start, **change}
-        if set(change) <= names & set(start) and params not in planned:
-            planned.append(params)
-            study.enqueue_trial(params, user_attrs={"design": f"{mark}, but {what}"})
-
-
-def _requeue_unfinished(study) -> None:
-    """A trial left RUNNING by an interrupted session, or FAILED by an outage, is marked failed and its parameters
-    are queued again (once), so that a resumed study runs exactly the trials it planned. One process per study."""
-    import optuna
-
-    State = optuna.trial.TrialState
-    for trial in study.trials:
-        if trial.state == State.RUNNING:
-            study.tell(trial.number, state=State.FAIL)
-    planned = {_key(_params(t)) for t in study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))}
-    for trial in study.get_trials(deepcopy=False, states=(State.FAIL,)):
-        params = _params(trial)
-        if params and _key(params) not in planned:
-            planned.add(_key(params))
-            study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
-                                                    if k in ("marks", "design")})
-
-
-def _params(trial) -> dict[str, Any]:
-    """A trial's parameters: those it suggested, or, before it suggested any, those it was queued with."""
-    return trial.params or trial.system_attrs.get("fixed_params", {})
-
-
-def _key(params: Mapping[str, Any]) -> tuple:
-    return tuple(sorted(params.items()))

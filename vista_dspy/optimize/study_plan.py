@@ -1,0 +1,84 @@
+"""The plan of a priced study (``study.run_study``): what it measures before optuna samples -- the starting programs,
+each with a few changes (``START_DESIGNS``), then the seed with one choice changed at a time (``DESIGNS``) -- and how a
+resumed study keeps that plan: a trial an interruption left unfinished is queued again, and a design added since the
+study began is queued, unless a trial with the same choices is already in it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+NO_LM_BAND = "0.50-0.50"  # an empty cascade band: the evidence decides every unit, with no LM call
+# The seed with one choice changed at a time (those of the study's space), after the starting programs.
+DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"units": "sentences"}, "the turn's sentences as units (no Decompose call)"),
+    ({"explain_unverified": False}, "label-only answers from Categorize"),
+    ({"claim_calls": "batched"}, "a turn's claims in one Verify and one Categorize call"),
+    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
+    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
+    ({"instructions": "terse"}, "terse Verify and Categorize instructions"),
+    ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos from the pool"),
+    ({"source_decompose": "pool"}, "Decompose demos from human claim lists"),
+)
+
+
+# Every other starting program (the model's shipped one) with one change, measured right after the starts: what its
+# LM calls buy (none at all, for a program with a rule) and what its prompt costs (its few-shot demos are most of
+# what a judged turn reads). A change the start cannot take (a cascade band, for a program with no rule) is skipped.
+START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"cascade": NO_LM_BAND}, "no LM call (its rule decides every unit from the evidence)"),
+    ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
+    ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
+    ({"demos_decompose": 1, "demos_verify": 1, "demos_categorize": 1}, "one demo per stage"),
+    ({"instructions": "terse"}, "terse instructions"),
+    ({"instructions": "terse", "demos_decompose": 1, "demos_verify": 1, "demos_categorize": 1},
+     "terse instructions and one demo per stage"),
+    ({"instructions": "terse", "demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0},
+     "terse instructions and no demos"),
+)
+
+
+# Choices added after studies began, with the value that does what a trial from before them did.
+LATER_CHOICES: dict[str, Any] = {"instructions": "base"}
+
+
+def plan(study, starts: Mapping[str, dict[str, Any]], designs: Sequence[tuple[str, dict, dict, str]],
+         names: set[str]) -> None:
+    """Queue each start, then each design (mark, start, change, what) whose choices are in the space (``names``) and
+    the start's, unless a trial with the same choices is already in the study."""
+    planned = [{**LATER_CHOICES, **trial_params(trial)} for trial in study.trials]
+    queue = [(params, {"marks": [m for m, p in starts.items() if p == params]}) for params in starts.values()]
+    queue += [({**start, **change}, {"design": f"{mark}, but {what}"}) for mark, start, change, what in designs
+              if set(change) <= names & set(start)]
+    for params, attrs in queue:
+        if {**LATER_CHOICES, **params} not in planned:
+            planned.append({**LATER_CHOICES, **params})
+            study.enqueue_trial(params, user_attrs=attrs)
+
+
+def requeue_unfinished(study) -> None:
+    """A trial left RUNNING by an interrupted session, or FAILED by an outage, is marked failed and its parameters
+    are queued again (once), so that a resumed study runs exactly the trials it planned. One process per study."""
+    import optuna
+
+    State = optuna.trial.TrialState
+    for trial in study.trials:
+        if trial.state == State.RUNNING:
+            study.tell(trial.number, state=State.FAIL)
+    kept = study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))
+    planned = {params_key(trial_params(t)) for t in kept}
+    for trial in study.get_trials(deepcopy=False, states=(State.FAIL,)):
+        params = trial_params(trial)
+        if params and params_key(params) not in planned:
+            planned.add(params_key(params))
+            study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
+                                                    if k in ("marks", "design")})
+
+
+def trial_params(trial) -> dict[str, Any]:
+    """A trial's parameters: those it suggested, or, before it suggested any, those it was queued with."""
+    return trial.params or trial.system_attrs.get("fixed_params", {})
+
+
+def params_key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
