@@ -187,7 +187,31 @@ def test_compile_budget_picks_the_most_accurate_front_trial_and_refuses_one_losi
     nothing = compile_within(none.cost / 2)
     assert nothing.exit_code == 2 and "no front trial" in nothing.output
     alone = runner.invoke(app, ["compile", "--budget", "1"])
-    assert alone.exit_code == 2 and "--budget and --study go together" in alone.output
+    assert alone.exit_code == 2 and "--study takes one of --budget" in alone.output
+
+
+def test_compile_trial_builds_the_trial_asked_for_on_the_front_or_off_it_and_gates_it_likewise(tmp_path, data):
+    data, _ = data
+    path = export(seed_study(data)[0]).save(tmp_path / "result.json")
+    seed, two, none = StudyResult.load(path).trials
+    runner = CliRunner()
+
+    def compile_trial(*args: str):
+        return runner.invoke(app, ["compile", "--study", str(path), *args, "--name", "asked",
+                                   "--out-dir", str(tmp_path / "out")])
+
+    built = compile_trial("--trial", str(two.number))
+    assert built.exit_code == 0, built.output
+    assert f"asked for: trial {two.number}" in built.output and "(on the front)" in built.output
+    meta = json.loads((tmp_path / "out" / "asked.meta.json").read_text())
+    assert meta["settings"]["trial"] == two.number and meta["settings"]["budget"] is None and meta["gate"]["passed"]
+    assert len(Vista.from_program(tmp_path / "out" / "asked.json").verify.demos) == 2
+    assert "that trial is the seed itself" in compile_trial("--trial", str(seed.number)).output
+    losing = compile_trial("--trial", str(none.number))  # the blind trial loses to the seed: refused
+    assert losing.exit_code == 0 and "refused" in losing.output
+    assert compile_trial("--trial", "99").exit_code == 2
+    both = compile_trial("--trial", "1", "--budget", "1")
+    assert both.exit_code == 2 and "--study takes one of --budget" in both.output
 
 
 def test_the_study_page_is_reproduced_from_committed_results(tmp_path, data):
@@ -454,6 +478,7 @@ def test_a_resumed_study_starts_from_the_programs_it_kept_and_refuses_one_it_can
         assert first.exit_code == 0, first.output
         stored = optuna.load_study(study_name="s", storage=storage)
         assert set(stored.user_attrs["program_files"]) == {"seed"}
+        assert stored.user_attrs["instructions"] == studies.INSTRUCTIONS  # the texts its terse trials measure
         stored.set_user_attr("programs", {"seed": "0" * 64})  # the kept file no longer has the hash measured
         refused = CliRunner().invoke(app, [*study_command, "--api-base", server.url, "--trials", "2"])
     assert refused.exit_code == 2 and "program seed is not the one study s measured" in refused.output
@@ -486,6 +511,10 @@ def test_terse_instructions_change_verify_and_categorize_only_and_stay_in_the_sa
         expected = TERSE_INSTRUCTIONS.get(stage, getattr(bases["seed"], stage).signature.instructions)
         assert getattr(saved, stage).signature.instructions == expected
     assert terse.content_hash() != studies.candidate(bases, None, params).content_hash() == bases["seed"].content_hash()
+    kept = {"terse": {"verify": "The wording a study measured."}}  # a study's record wins over today's texts
+    rebuilt = studies.candidate(bases, None, {**params, "instructions": "terse"}, kept)
+    assert rebuilt.verify.signature.instructions == "The wording a study measured."
+    assert rebuilt.categorize.signature.instructions == bases["seed"].categorize.signature.instructions
 
 
 def test_a_study_begun_before_a_choice_existed_is_resumed_without_measuring_its_trials_again(tmp_path, data):
@@ -507,4 +536,5 @@ def test_a_study_begun_before_a_choice_existed_is_resumed_without_measuring_its_
     begun.set_user_attr("price", SERVER_TIME.as_dict())
     study, _ = seed_study(data, trials=2, storage=storage, designs=[({"instructions": "terse"}, "terse instructions")])
     assert [t.user_attrs.get("design") for t in study.trials] == [None, "seed, but terse instructions"]
-    assert study.trials[1].state == optuna.trial.TrialState.COMPLETE and study.trials[1].params["instructions"] == "terse"
+    assert study.trials[1].state == optuna.trial.TrialState.COMPLETE
+    assert study.trials[1].params["instructions"] == "terse"

@@ -74,8 +74,12 @@ def compile_command(
                                                                   "it is gated against the seed and saved if it "
                                                                   "passes.", show_default=False)] = None,
     study_result: Annotated[Optional[Path], typer.Option("--study", help="A study result (`vista study --export`) "
-                                                                         "to pick from with --budget.",
+                                                                         "to pick from with --budget or --trial.",
                                                          show_default=False)] = None,
+    trial_number: Annotated[Optional[int], typer.Option("--trial", min=0, help="With --study, instead of --budget: "
+                                                                               "this trial (on the front or not), "
+                                                                               "gated against the seed likewise.",
+                                                        show_default=False)] = None,
     folds: Annotated[int, typer.Option(min=2, help="rule and claims: cross-fitting folds (by dialogue).")] = 2,
     n_train: NTrainOption = None,
     n_dev: NDevOption = None,
@@ -137,13 +141,13 @@ def compile_command(
 
     if optimizer not in OPTIMIZERS:
         raise fail(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if (budget is None) != (study_result is None):
-        raise fail("--budget and --study go together: the budget picks a trial from the study's front (the "
-                   "candidates of random-search and mipro are --candidates)")
+    if (budget is None and trial_number is None) != (study_result is None) or None not in (budget, trial_number):
+        raise fail("--study takes one of --budget (the most accurate front trial within it) or --trial N, and they "
+                   "take --study (the candidates of random-search and mipro are --candidates)")
     if study_result is not None:
-        _compile_within_budget(study_result, budget, model=model, api_base=api_base, gguf=gguf, port=port,
-                               data_dir=data_dir, name=name, out_dir=out_dir, always_save=always_save, cache=cache,
-                               threads=threads)
+        _compile_within_budget(study_result, budget, trial_number, model=model, api_base=api_base, gguf=gguf,
+                               port=port, data_dir=data_dir, name=name, out_dir=out_dir, always_save=always_save,
+                               cache=cache, threads=threads)
         return
     if probe is not None:
         _compile_from_probe(probe, base_probe, optimizer=optimizer, model=model, name=name, out_dir=out_dir,
@@ -238,12 +242,13 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, optimizer: str,
     sys.stdout.write(f"{save_compiled(result, name, out_dir)}\n")
 
 
-def _compile_within_budget(path: Path, budget: float, *, model: str | None, api_base: str | None,
-                           gguf: Path | None, port: int, data_dir: Path | None, name: str | None,
-                           out_dir: Path | None, always_save: bool, cache: bool, threads: int | None) -> None:
+def _compile_within_budget(path: Path, budget: float | None, number: int | None, *, model: str | None,
+                           api_base: str | None, gguf: Path | None, port: int, data_dir: Path | None,
+                           name: str | None, out_dir: Path | None, always_save: bool, cache: bool,
+                           threads: int | None) -> None:
     """``vista compile --budget S --study RESULT``: the most accurate front trial costing at most S, gated against the
-    seed trial on the study's turns (no LM), then built and saved if it passes. An LM is needed only to rebuild the
-    demo pool of a trial that reads pool demos."""
+    seed trial on the study's turns (no LM), then built and saved if it passes (``--trial N``: that trial instead).
+    An LM is needed only to rebuild the demo pool of a trial that reads pool demos."""
     from ..lm.models import program_name_for
     from ..optimize.study_result import SEED_MARK, StudyResult
 
@@ -255,16 +260,28 @@ def _compile_within_budget(path: Path, budget: float, *, model: str | None, api_
     front = result.front()
     if not front:
         raise fail(f"{path}: study {result.study} has no completed trial")
-    picked = result.pick(budget)
-    if picked is None:
-        raise fail(f"no front trial of study {result.study} costs at most {budget:g} {unit}; the cheapest, trial "
-                   f"{front[0].number}, costs {front[0].cost:.4g}")
+    if number is not None:
+        try:
+            picked = result.trial(number)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not picked.complete:
+            raise fail(f"trial {number} of study {result.study} did not complete: nothing measured to gate")
+    else:
+        picked = result.pick(budget)
+        if picked is None:
+            raise fail(f"no front trial of study {result.study} costs at most {budget:g} {unit}; the cheapest, trial "
+                       f"{front[0].number}, costs {front[0].cost:.4g}")
     marks = f" [{', '.join(picked.marks)}]" if picked.marks else ""
-    err.print(f"within {budget:g} {unit}: trial {picked.number}{marks}, balanced accuracy {picked.accuracy:.3f}, cost {picked.cost:.4g} (the most accurate of "
-              f"{sum(t.cost <= budget for t in front)} front trials within the budget)", highlight=False)
+    if number is None:
+        where, why = f"within {budget:g} {unit}", (f"the most accurate of {sum(t.cost <= budget for t in front)} "
+                                                   "front trials within the budget")
+    else:
+        where, why = "asked for", f"{'on' if picked.number in {t.number for t in front} else 'off'} the front"
+    err.print(f"{where}: trial {picked.number}{marks}, balanced accuracy {picked.accuracy:.3f}, cost "
+              f"{picked.cost:.4g} ({why})", highlight=False)
     if SEED_MARK in picked.marks:
-        err.print("the seed itself is the most accurate front trial within the budget: nothing to compile, the seed "
-                  "program stays", highlight=False)
+        err.print("that trial is the seed itself: nothing to compile, the seed program stays", highlight=False)
         return
     verdict = result.gate(picked)
     for line in verdict.describe():
@@ -312,7 +329,7 @@ def _program_of_trial(result, trial, *, model: str | None, api_base: str | None,
         if record["sha256"] != result.pool.get("sha256"):
             raise fail(f"the demo pool rebuilt from {spec} is not the one study {result.study} used: run the study "
                        "again")
-    return candidate(bases, pool, trial.params)
+    return candidate(bases, pool, trial.params, result.instructions or None)
 
 
 def _rule_provenance(base: str, out_dir: Path | None) -> dict | None:
@@ -328,7 +345,7 @@ def _rule_provenance(base: str, out_dir: Path | None) -> dict | None:
     return None
 
 
-def _save_trial(result, trial, program, verdict, name: str, budget: float, out_dir: Path | None) -> Path:
+def _save_trial(result, trial, program, verdict, name: str, budget: float | None, out_dir: Path | None) -> Path:
     """Save a front trial's program as compiled/<name>.json with its meta: the study, the trial, the budget, both
     objectives of it and of the seed trial, and the gate."""
     from ..optimize.compile import CompileResult, save_compiled

@@ -91,6 +91,7 @@ def study(
     from ..optimize.pricing import price_for, price_named
     from ..optimize.study import (
         DESIGNS,
+        INSTRUCTIONS,
         START_DESIGNS,
         base_params,
         program_judge,
@@ -130,6 +131,7 @@ def study(
                                       **endpoint)
         except ValueError as exc:
             raise fail(str(exc)) from None
+    instructions = {**INSTRUCTIONS, **recorded.get("instructions", {})}  # the texts its trials measured win
     lm_setup.judging_with(bases["seed"])
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial is told in one line by run_study, not a traceback
     log = lambda message: err.print(message, highlight=False)  # noqa: E731
@@ -142,13 +144,15 @@ def study(
         starts = {"seed": base_params("seed", bases["seed"], space)}
         if shipped in bases:  # the seed too, for a model with no compiled program: one trial, both marks
             starts["shipped"] = base_params(shipped, bases[shipped], space)
-        found = run_study(program_judge(bases, pool, data, threads=threads or lm_setup.threads, log=log), data,
-                          chosen_price, space=space, starts=starts, trials=trials, storage=storage,
+        judge = program_judge(bases, pool, data, threads=threads or lm_setup.threads, instructions=instructions,
+                              log=log)
+        found = run_study(judge, data, chosen_price, space=space, starts=starts, trials=trials, storage=storage,
                           study_name=study_name, seed=seed, designs=DESIGNS if designs else (),
                           start_designs=START_DESIGNS if designs else (), bases=bases,
                           record={"model": config.model, "model_name": name, "pool": record,
                                   "programs": {k: b.content_hash() for k, b in bases.items()},
-                                  "program_files": {k: b.program_file().to_json() for k, b in bases.items()}},
+                                  "program_files": {k: b.program_file().to_json() for k, b in bases.items()},
+                                  "instructions": instructions},
                           log=log)
     result = export_result(found, command=_command_line(context))
     _print_front(result)

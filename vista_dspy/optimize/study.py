@@ -39,6 +39,9 @@ from .pricing import Price
 from .study_plan import DESIGNS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
 
 STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
+# Instructions a trial may give some stages instead of its starting program's own: {variant: {stage: text}}. A study
+# keeps the texts it measured (its record's "instructions"), and a trial is rebuilt from those.
+INSTRUCTIONS: dict[str, dict[str, str]] = {"terse": TERSE_INSTRUCTIONS}
 NO_CASCADE = "none"
 SELECTION_SEEDS = 10
 # The study's objectives, in optuna's order.
@@ -107,8 +110,8 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
                                                     "the paper's) or answers with its category alone"),
         Choice("claim_calls", ("per-claim", "batched"), "one Verify / Categorize call per claim, or a turn's claims "
                                                         "in one call each"),
-        Choice("instructions", ("base", "terse"), "Verify's and Categorize's instructions: the starting program's "
-                                                  "own, or the same rules in fewer words (TERSE_INSTRUCTIONS)"),
+        Choice("instructions", ("base", *INSTRUCTIONS), "Verify's and Categorize's instructions: the starting "
+                                                         "program's own, or the same rules in fewer words (terse)"),
     ]
     ruled = [base.rule for base in bases.values() if base.rule is not None]
     if ruled:
@@ -150,9 +153,11 @@ def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, An
     return kept
 
 
-def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str, Any]) -> Vista:
+def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str, Any],
+              instructions: Mapping[str, Mapping[str, str]] | None = None) -> Vista:
     """The program a trial's choices describe. A stage whose demos come from its base keeps the first k of the
-    base's; one whose demos come from the pool gets k pool demos (a thin pool topped up with the base's)."""
+    base's; one whose demos come from the pool gets k pool demos (a thin pool topped up with the base's). An
+    instructions variant's texts come from ``instructions`` (what a study measured), else from ``INSTRUCTIONS``."""
     from .rule_fitting import with_cascade
 
     base = bases[params.get("program", SEED_PROGRAM)]
@@ -165,7 +170,8 @@ def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str
     program = install(base, demos, budgets, top_up=base)
     options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls") if k in params}
     program = program.with_options(**options) if options else program
-    for stage, text in (TERSE_INSTRUCTIONS.items() if params.get("instructions") == "terse" else ()):
+    variant = params.get("instructions", "base")
+    for stage, text in ({} if variant == "base" else {**INSTRUCTIONS, **(instructions or {})}[variant]).items():
         getattr(program, stage).signature = getattr(program, stage).signature.with_instructions(text)
     if program.rule is not None and "cascade" in params:
         program.rule = with_cascade(program.rule, band_named(params["cascade"]))
@@ -210,6 +216,7 @@ Judge = Callable[[Mapping[str, Any]], Sequence[DialogueVerdict]]
 
 
 def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: ObjectiveData, *, threads: int = 1,
+                  instructions: Mapping[str, Mapping[str, str]] | None = None,
                   log: Callable[[str], None] = lambda message: None) -> Judge:
     """The ``Judge`` that builds each trial's program (``candidate``) and runs it as ``vista evaluate`` does, with the
     LM and adapter of the current dspy context, its cache off (a trial is priced by the calls it makes)."""
@@ -218,7 +225,7 @@ def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: Objective
     from ..run.runner import Threads, evaluate
 
     def judge(params: Mapping[str, Any]) -> list[DialogueVerdict]:
-        program = candidate(bases, pool, params)
+        program = candidate(bases, pool, params, instructions)
         lm = dspy.settings.lm
         fresh = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
         done: list[str] = []
@@ -355,10 +362,11 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
     # Seeded by the trials so far: a resumed session samples what a session that never stopped would have.
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
     # A resumed study keeps what it recorded and gains what it lacks (the program files, for one begun without);
-    # its space is today's (a choice added since, e.g. the instructions, is one its new trials make).
+    # its space is today's (a choice added since is one its new trials make), and so are its instruction variants
+    # (``record``'s: those it measured, and any added since).
     for key, value in {"data": described, "price": price.as_dict(), "space": [c.as_dict() for c in space],
                        "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
-        if key not in study.user_attrs or key == "space":
+        if key not in study.user_attrs or key in ("space", "instructions"):
             study.set_user_attr(key, value)
     requeue_unfinished(study)
     plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]

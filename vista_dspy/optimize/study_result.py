@@ -75,6 +75,7 @@ class StudyResult(BaseModel):
     # starting program name -> its program file (ProgramFile.to_json) as the study measured it
     program_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     pool: dict[str, Any] | None = None  # where pool demos came from: train spec, sizes, content hash
+    instructions: dict[str, dict[str, str]] = Field(default_factory=dict)  # variant -> stage -> the text measured
     trials: list[TrialRecord]
     command: str | None = None
     vista_dspy: str = ""
@@ -229,5 +230,5 @@ def export(study, *, command: str | None = None) -> StudyResult:
     return StudyResult(study=study.study_name, model=attrs.get("model"), model_name=attrs.get("model_name"),
                        objectives=attrs.get("objectives") or [list(o) for o in OBJECTIVES], price=attrs["price"],
                        data=attrs["data"], space=attrs["space"], programs=attrs.get("programs", {}),
-                       program_files=attrs.get("program_files", {}),
+                       program_files=attrs.get("program_files", {}), instructions=attrs.get("instructions", {}),
                        pool=attrs.get("pool"), trials=trials, command=command, vista_dspy=__version__)
