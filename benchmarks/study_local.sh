@@ -2,7 +2,8 @@
 # The priced studies of the embedded judges (issue 51): every trial a candidate program judged on the suite's compile
 # part, measured on balanced turn accuracy and on the server's own seconds per judged turn. Resumable: the optuna
 # store lives outside the repository (~/.cache/vista-dspy/studies/local-SIZE.db, or $VISTA_CACHE_DIR/studies), so a
-# rerun continues where the last one stopped (raise TRIALS to add trials). Each run exports the study's result as
+# rerun continues where the last one stopped (raise TRIALS to add trials); on a machine whose store lacks the study
+# (a new machine, a cleared cache) the study is first rebuilt from its committed result (--from-result). Each run exports the study's result as
 # committed data, benchmarks/fronts/local-SIZE.json (choices, both objectives, intervals; no dataset text), and
 # writes its page under benchmarks/studies/ (generated, not tracked).
 #   bash benchmarks/study_local.sh 1.5b 12      # the embedded judge, 12 trials in all
@@ -24,5 +25,10 @@ if [ "$size" = "0.5b" ]; then
   model=local-0.5b
 fi
 mkdir -p benchmarks/fronts benchmarks/studies
+result="benchmarks/fronts/local-$size.json"
+from=()
+if [ -f "$result" ]; then
+  from=(--from-result "$result")
+fi
 vista study --model "$model" --trials "$trials" --study-name "local-$size" --dev suite:compile \
-    --export "benchmarks/fronts/local-$size.json" --report "benchmarks/studies/local-$size.html" "$@"
+    --export "$result" --report "benchmarks/studies/local-$size.html" "${from[@]}" "$@"

@@ -25,7 +25,7 @@ from vista_dspy.optimize import study as studies
 from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval
 from vista_dspy.optimize.pricing import DOLLARS, SERVER_TIME, PriceError
 from vista_dspy.optimize.study_plan import trial_params
-from vista_dspy.optimize.study_result import StudyResult, export
+from vista_dspy.optimize.study_result import StudyResult, export, restore
 from vista_dspy.program import Vista
 from vista_dspy.schema import Usage, UsageCounts
 
@@ -538,3 +538,55 @@ def test_a_study_begun_before_a_choice_existed_is_resumed_without_measuring_its_
     assert [t.user_attrs.get("design") for t in study.trials] == [None, "seed, but terse instructions"]
     assert study.trials[1].state == optuna.trial.TrialState.COMPLETE
     assert study.trials[1].params["instructions"] == "terse"
+
+
+def test_a_study_whose_store_was_lost_resumes_from_its_committed_result_as_from_its_store(tmp_path, data):
+    """The store lives outside the repository; on a new machine the committed result rebuilds it: the resumed study
+    measures the trials the kept store would have measured, and none it had measured."""
+    data, _ = data
+    kept, lost = (f"sqlite:///{tmp_path / name}" for name in ("kept.db", "lost.db"))
+    study, _ = seed_study(data, trials=1, storage=kept)
+    study.ask()  # trial 1, the first design, left RUNNING by a kill
+    result = export(optuna.load_study(study_name="s", storage=kept))
+    assert [t.state for t in result.trials] == ["COMPLETE", "RUNNING"]
+    assert restore(result, lost) == 2 and restore(result, lost) == 0  # a store that holds the study is left alone
+    from_store, store_engine = seed_study(data, trials=3, storage=kept)
+    from_result, result_engine = seed_study(data, trials=3, storage=lost)
+    assert len(result_engine.requests) == len(store_engine.requests) > 0
+    view = [[(t.state.name, trial_params(t), t.values, t.user_attrs.get("design"), t.user_attrs.get("marks"))
+             for t in s.trials] for s in (from_store, from_result)]
+    # The trials it had keep their numbers; the queue (not exported) is planned again, in its own order.
+    assert view[0][:2] == view[1][:2] and sorted(map(str, view[0][2:])) == sorted(map(str, view[1][2:]))
+    assert [t[0] for t in view[1]] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+
+
+def test_cli_study_from_result_rebuilds_a_lost_store_and_refuses_another_study_s_result(tmp_path, data):
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    _, path = data
+    common = ["study", "--model", "openai/fake", "--dev", f"vista-human={path}:all", "--train", "none", "--no-cache",
+              "--no-designs", "--study-name", "s", "--from-result", str(tmp_path / "r.json")]
+    with FakeOpenAIServer() as server:
+        first = CliRunner().invoke(app, [*common[:-2], "--api-base", server.url, "--trials", "2", "--storage",
+                                         f"sqlite:///{tmp_path / 'a.db'}", "--export", str(tmp_path / "r.json")])
+        assert first.exit_code == 0, first.output
+        resumed = CliRunner().invoke(app, [*common, "--api-base", server.url, "--trials", "3", "--storage",
+                                           f"sqlite:///{tmp_path / 'b.db'}", "--export", str(tmp_path / "r3.json"),
+                                           "--queue", "0:demos_verify=1"])
+        wrong = [CliRunner().invoke(app, [*common, "--api-base", server.url, "--storage",
+                                          f"sqlite:///{tmp_path / 'b.db'}", "--queue", text])
+                 for text in ("7:demos_verify=1", "0:demos_verify=99", "0:cascade=0.40-0.60", "0:")]
+        other = CliRunner().invoke(app, [*common, "--api-base", server.url, "--study-name", "t", "--storage",
+                                         f"sqlite:///{tmp_path / 'c.db'}"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "rebuilt 2 trials" in resumed.output
+    before, after = StudyResult.load(tmp_path / "r.json"), StudyResult.load(tmp_path / "r3.json")
+    assert len(after.completed()) == 3 and after.trials[:2] == before.trials
+    queued = after.trials[2]  # trial 0 with the change asked for, before any TPE sample
+    assert queued.design == "trial 0, but demos_verify=1"
+    assert queued.params == {**before.trials[0].params, "demos_verify": 1}
+    assert [w.exit_code for w in wrong] == [2] * 4
+    assert "no recorded trial '7'" in wrong[0].output and "takes 0 to 6" in wrong[1].output
+    assert "no choice 'cascade'" in wrong[2].output  # the seed has no rule: its study has no cascade choice
+    assert "at least one CHOICE=VALUE" in wrong[3].output
+    assert other.exit_code == 2 and "not of 't'" in other.output

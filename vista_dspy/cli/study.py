@@ -68,6 +68,14 @@ def study(
                                                    show_default=False)] = None,
     report: Annotated[Optional[Path], typer.Option(help="Also write the study page (HTML) here.",
                                                    show_default=False)] = None,
+    queue: Annotated[Optional[list[str]], typer.Option(
+        "--queue", help="TRIAL:CHOICE=VALUE[,CHOICE=VALUE...]: measure a recorded trial with some choices changed "
+                        "(e.g. 15:cascade=0.40-0.60), after the planned designs and before TPE's samples; once, "
+                        "however often the study is resumed. Repeatable.", show_default=False)] = None,
+    from_result: Annotated[Optional[Path], typer.Option(
+        "--from-result", help="A committed study result (--export) of this study: if --storage lacks the study (a new "
+                              "machine, a cleared cache), it is first rebuilt from the result, trial by trial, and "
+                              "resumes from there; ignored if --storage holds it.", show_default=False)] = None,
     data_dir: DataDirOption = None,
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
@@ -82,7 +90,8 @@ def study(
     objectives, balanced turn accuracy and the cost of a judged turn, by optuna's multi-objective TPE. The choices:
     per stage how many demos and whose, the units (claims or sentences), label-only answers, the judging mode, the
     starting program (the seed or the model's shipped one) and its cascade band. Prints the Pareto front; --export
-    writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws."""
+    writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws;
+    --from-result resumes a study from that result on a machine whose store lacks it."""
     import optuna
 
     from ..data import InputError
@@ -124,6 +133,8 @@ def study(
     shipped = program_for_model(model)
     if shipped != "seed":
         bases[shipped] = Vista.from_program(shipped, **endpoint)
+    if from_result is not None:
+        _restore(from_result, storage, study_name, name)
     recorded = _recorded(storage, study_name)
     if recorded.get("programs"):  # a resumed study starts from the programs it began with, not today's
         try:
@@ -140,10 +151,18 @@ def study(
     with _interrupt_resumes(storage, study_name), run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
+        if record and (recorded.get("pool") or {}).get("sha256", record["sha256"]) != record["sha256"]:
+            raise fail(f"the demo pool built now is not the one study {study_name} measured (its LM answers "
+                       "changed): a trial drawing on it would not be the one recorded; start a new study "
+                       "(--study-name)")
         space = search_space(bases, pool)
         starts = {"seed": base_params("seed", bases["seed"], space)}
         if shipped in bases:  # the seed too, for a model with no compiled program: one trial, both marks
             starts["shipped"] = base_params(shipped, bases[shipped], space)
+        try:
+            queued = [_queued(text, storage, study_name, space) for text in queue or ()]
+        except ValueError as exc:
+            raise fail(f"--queue {exc}") from None
         judge = program_judge(bases, pool, data, threads=threads or lm_setup.threads, instructions=instructions,
                               log=log)
         found = run_study(judge, data, chosen_price, space=space, starts=starts, trials=trials, storage=storage,
@@ -153,7 +172,7 @@ def study(
                                   "programs": {k: b.content_hash() for k, b in bases.items()},
                                   "program_files": {k: b.program_file().to_json() for k, b in bases.items()},
                                   "instructions": instructions},
-                          log=log)
+                          queued=queued, log=log)
     result = export_result(found, command=_command_line(context))
     _print_front(result)
     if export is not None:
@@ -171,6 +190,57 @@ def default_storage(study_name: str) -> str:
     folder = cache_root() / "studies"
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / (study_name + '.db')}"
+
+
+def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None:
+    """--from-result: rebuild the study in ``storage`` from its committed result, unless the storage holds it."""
+    from ..optimize.study_result import StudyResult, restore
+
+    try:
+        result = StudyResult.load(path)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if result.study != study_name or (result.model_name or model_name) != model_name:
+        raise fail(f"{path}: the result of study {result.study!r} of model {result.model_name}, not of "
+                   f"{study_name!r} of {model_name}: pass --study-name and --model as it records")
+    rebuilt = restore(result, storage)
+    err.print(f"study {study_name}: rebuilt {rebuilt} trials in {storage} from {path}" if rebuilt else
+              f"study {study_name}: {storage} holds it; --from-result {path} not used", highlight=False)
+
+
+def _queued(text: str, storage: str, study_name: str, space) -> tuple[str, dict, dict, str]:
+    """One --queue: (name, the recorded trial's choices, the change, the change in words) for ``run_study``."""
+    import optuna
+
+    from ..optimize.study_plan import LATER_CHOICES, trial_params
+
+    number, _, changes = text.partition(":")
+    choices = {c.name: c for c in space}
+    try:
+        trials = optuna.load_study(study_name=study_name, storage=storage).trials
+    except KeyError:
+        trials = []
+    if not number.strip().isdigit() or int(number) >= len(trials) or not trial_params(trials[int(number)]):
+        raise ValueError(f"{text!r}: no recorded trial {number.strip()!r} in study {study_name} (TRIAL:CHOICE=VALUE)")
+    change = {}
+    for item in filter(None, (part.strip() for part in changes.split(","))):
+        name, _, value = (x.strip() for x in item.partition("="))
+        if name not in choices:
+            raise ValueError(f"{text!r}: no choice {name!r} (choices: {', '.join(choices)})")
+        choice = choices[name]
+        named = {str(v).lower(): v for v in choice.values}
+        if choice.integer and value.isdigit() and choice.values[0] <= int(value) <= choice.values[-1]:
+            change[name] = int(value)
+        elif not choice.integer and value.lower() in named:
+            change[name] = named[value.lower()]
+        else:
+            raise ValueError(f"{text!r}: {name} takes {choice.values[0]} to {choice.values[-1]}" if choice.integer
+                             else f"{text!r}: {name} takes one of {', '.join(map(str, choice.values))}")
+    recorded = {**{k: v for k, v in LATER_CHOICES.items() if k in choices}, **trial_params(trials[int(number)])}
+    if not change or set(change) - set(recorded):
+        raise ValueError(f"{text!r}: name at least one CHOICE=VALUE to change, of those trial {int(number)} made "
+                         f"({', '.join(recorded)})")
+    return f"trial {int(number)}", recorded, change, ", ".join(f"{k}={v}" for k, v in change.items())
 
 
 def _recorded(storage: str, study_name: str) -> dict:

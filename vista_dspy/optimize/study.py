@@ -36,7 +36,7 @@ from ..schema import Category, Dialogue, DialogueVerdict, UsageCounts
 from ..signatures import TERSE_INSTRUCTIONS
 from .demos import DEFAULT_DEMOS, Pool, install
 from .pricing import Price
-from .study_plan import DESIGNS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
+from .study_plan import DESIGNS, NARROW_BANDS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
 
 STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
 # Instructions a trial may give some stages instead of its starting program's own: {variant: {stage: text}}. A study
@@ -116,7 +116,8 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
     ruled = [base.rule for base in bases.values() if base.rule is not None]
     if ruled:
         own = [band_label(rule.cascade) for rule in ruled]
-        labels = tuple(dict.fromkeys([NO_CASCADE, *own, *(band_label(b) for b in BANDS), NO_LM_BAND]))
+        labels = tuple(dict.fromkeys([NO_CASCADE, *own, *(band_label(b) for b in BANDS), *NARROW_BANDS,
+                                         NO_LM_BAND]))
         space.append(Choice("cascade", labels, "a program with a decision rule: the band of its evidence-only "
                                                "P(unsafe) outside which a unit is decided with no LM call "
                                                f"({NO_LM_BAND}: every unit, no LM call at all)"))
@@ -339,12 +340,14 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
               study_name: str = "vista", seed: int = 0, designs: Sequence[tuple[dict[str, Any], str]] = DESIGNS,
               start_designs: Sequence[tuple[dict[str, Any], str]] = START_DESIGNS,
               record: Mapping[str, Any] | None = None, bases: Mapping[str, Vista] | None = None,
+              queued: Sequence[tuple[str, dict[str, Any], dict[str, Any], str]] = (),
               log: Callable[[str], None] = lambda message: None):
     """A multi-objective optuna study (balanced accuracy up, cost per judged turn down) of ``trials`` trials in all:
     a study resumed from ``storage`` runs only the missing ones. It first measures ``starts`` ({mark: params}: the
     seed first, then e.g. the shipped program), then each other start with each of ``start_designs``, then the seed
     with each of ``designs`` (those whose choices are in ``space``; a resumed study queues the ones added since it
-    began), then optuna's TPE samples. ``record``: where it ran (model, pool, programs), kept in the storage."""
+    began), then ``queued`` ((name, params, change, what): a recorded trial's choices with a change the user asked
+    for), then optuna's TPE samples. ``record``: where it ran (model, pool, programs), kept in the storage."""
     import optuna
 
     study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
@@ -371,7 +374,8 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
     requeue_unfinished(study)
     plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]
                           for change, what in start_designs]
-          + [(next(iter(starts)), next(iter(starts.values())), change, what) for change, what in designs],
+          + [(next(iter(starts)), next(iter(starts.values())), change, what) for change, what in designs]
+          + list(queued),
           {choice.name for choice in space})
     bases = bases or {}
 

@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 NO_LM_BAND = "0.50-0.50"  # an empty cascade band: the evidence decides every unit, with no LM call
+# Bands narrower than those a rule is fitted with (rule_fitting.BANDS, down to 0.25-0.75): fewer units asked, each
+# where the evidence alone is least sure -- the cost lever between a rule's own band and no LM call at all.
+NARROW_BANDS: tuple[str, ...] = ("0.30-0.70", "0.35-0.65", "0.40-0.60", "0.45-0.55")
 # The seed with one choice changed at a time (those of the study's space), after the starting programs.
 DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
     ({"units": "sentences"}, "the turn's sentences as units (no Decompose call)"),

@@ -156,9 +156,7 @@ class StudyResult(BaseModel):
         computed: too few trials, or a choice that never varied)."""
         import optuna
 
-        distributions = {c["name"]: optuna.distributions.IntDistribution(c["values"][0], c["values"][-1])
-                         if c.get("integer") else optuna.distributions.CategoricalDistribution(c["values"])
-                         for c in self.space}
+        distributions = space_distributions(self.space)
         study = optuna.create_study(directions=[direction for _, direction in self.objectives])
         for record in self.completed():
             params = {k: v for k, v in record.params.items() if k in distributions}
@@ -215,6 +213,7 @@ def export(study, *, command: str | None = None) -> StudyResult:
     """A study result from an optuna study that ``study.run_study`` ran (its user attributes hold the data, price,
     space and where it ran)."""
     from .. import __version__
+    from .study_plan import trial_params
 
     attrs = dict(study.user_attrs)
     trials = []
@@ -222,7 +221,7 @@ def export(study, *, command: str | None = None) -> StudyResult:
         if trial.state.name == "WAITING":
             continue
         outcome = trial.user_attrs.get("outcome")
-        trials.append(TrialRecord(number=trial.number, state=trial.state.name, params=dict(trial.params),
+        trials.append(TrialRecord(number=trial.number, state=trial.state.name, params=trial_params(trial),
                                   marks=list(trial.user_attrs.get("marks", [])),
                                   design=trial.user_attrs.get("design"),
                                   values=list(trial.values) if trial.values is not None else None,
@@ -232,3 +231,45 @@ def export(study, *, command: str | None = None) -> StudyResult:
                        data=attrs["data"], space=attrs["space"], programs=attrs.get("programs", {}),
                        program_files=attrs.get("program_files", {}), instructions=attrs.get("instructions", {}),
                        pool=attrs.get("pool"), trials=trials, command=command, vista_dspy=__version__)
+
+
+def space_distributions(space: list[dict[str, Any]]) -> dict[str, Any]:
+    """Optuna's distribution of each choice of a recorded space (``Choice.as_dict``)."""
+    import optuna
+
+    return {c["name"]: optuna.distributions.IntDistribution(c["values"][0], c["values"][-1])
+            if c.get("integer") else optuna.distributions.CategoricalDistribution(c["values"]) for c in space}
+
+
+def restore(result: StudyResult, storage: str) -> int:
+    """Rebuild a study that ``storage`` lacks from its committed result, trial by trial and under the same numbers:
+    its record (data, price, space, programs, instructions), each trial's choices, objectives, outcome, marks and
+    design, and a failed trial as failed (a resumed study queues it again). The study then resumes as if its store
+    had never been lost: what it measured is not measured again, and its sampler draws what it would have drawn.
+    Returns the number of trials rebuilt; 0 (nothing written) if ``storage`` already holds the study."""
+    import optuna
+
+    try:
+        optuna.load_study(study_name=result.study, storage=storage)
+        return 0
+    except KeyError:
+        pass
+    study = optuna.create_study(study_name=result.study, storage=storage,
+                                directions=[direction for _, direction in result.objectives])
+    for key in ("data", "price", "space", "objectives", "model", "model_name", "pool", "programs", "program_files",
+                "instructions"):
+        if getattr(result, key) is not None:
+            study.set_user_attr(key, getattr(result, key))
+    distributions, State = space_distributions(result.space), optuna.trial.TrialState
+    for record in sorted(result.trials, key=lambda t: t.number):
+        while len(study.trials) < record.number:  # a trial the result left out (queued, never run): a failed blank
+            study.add_trial(optuna.trial.create_trial(state=State.FAIL))
+        params = {k: v for k, v in record.params.items() if k in distributions}
+        attrs = {"marks": record.marks} if record.marks else {}
+        attrs |= {"design": record.design} if record.design else {}
+        if record.outcome is not None:
+            attrs["outcome"] = record.outcome.model_dump(mode="json")
+        study.add_trial(optuna.trial.create_trial(
+            state=State.COMPLETE if record.complete else State.FAIL, values=record.values if record.complete else None,
+            params=params, distributions={k: distributions[k] for k in params}, user_attrs=attrs))
+    return len(result.trials)
