@@ -590,3 +590,45 @@ def test_cli_study_from_result_rebuilds_a_lost_store_and_refuses_another_study_s
     assert "no choice 'cascade'" in wrong[2].output  # the seed has no rule: its study has no cascade choice
     assert "at least one CHOICE=VALUE" in wrong[3].output
     assert other.exit_code == 2 and "not of 't'" in other.output
+
+
+def test_a_study_whose_choices_gained_values_is_rebuilt_under_them_and_resumes(tmp_path, data):
+    """Optuna fixes a categorical choice's values per study: a study begun before a value was added (a new cascade
+    band) is rebuilt under today's choices with its trials kept, and then samples and queues the new value."""
+    from vista_dspy.optimize.study_result import widen_space
+
+    data, _ = data
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    bases = {"seed": Vista.from_program(None)}
+    space = studies.search_space(bases)
+    seed_study(data, trials=2, storage=storage)
+    before = export(optuna.load_study(study_name="s", storage=storage))
+    narrower = [{**c, "values": [3, 6]} if c["name"] == "demos_verify" else c for c in (x.as_dict() for x in space)]
+    with pytest.raises(ValueError, match="trial 1 took demos_verify=2, which the study's choices no longer offer"):
+        widen_space(storage, "s", narrower)
+    assert export(optuna.load_study(study_name="s", storage=storage)).trials == before.trials  # nothing written
+    wider = [{**c, "values": [*c["values"], "plain"]} if c["name"] == "instructions" else c
+             for c in (choice.as_dict() for choice in space)]
+    assert widen_space(storage, "s", wider) and not widen_space(storage, "s", wider)
+    after = optuna.load_study(study_name="s", storage=storage)
+    assert export(after).trials == before.trials
+    assert after.trials[0].distributions["instructions"].choices == ("base", "terse", "plain")
+    after.enqueue_trial({**after.trials[0].params, "instructions": "plain"})
+    trial = after.ask()  # the new value is one a trial can take now
+    assert trial.suggest_categorical("instructions", ["base", "terse", "plain"]) == "plain"
+
+
+def test_a_trial_that_failed_while_suggesting_is_queued_again_with_all_it_was_queued_with():
+    """A trial can fail halfway through its choices (optuna refusing one); it is queued again with the choices it
+    was queued with, not only those it had suggested, and keeps its design."""
+    from vista_dspy.optimize.study_plan import requeue_unfinished
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial({"units": "claims", "cascade": "0.40-0.60"}, user_attrs={"design": "a narrower band"})
+    trial = study.ask()
+    trial.suggest_categorical("units", ["claims", "sentences"])  # then failed before suggesting its cascade
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    requeue_unfinished(study)
+    [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert trial_params(queued) == {"units": "claims", "cascade": "0.40-0.60"}
+    assert queued.user_attrs["design"] == "a narrower band"

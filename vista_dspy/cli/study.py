@@ -108,7 +108,7 @@ def study(
         search_space,
     )
     from ..optimize.study_result import export as export_result
-    from ..optimize.study_result import starting_programs
+    from ..optimize.study_result import starting_programs, widen_space
     from ..program import Vista
     from .train_dev import default_train, objective_data, pool_dialogues
 
@@ -160,6 +160,8 @@ def study(
         if shipped in bases:  # the seed too, for a model with no compiled program: one trial, both marks
             starts["shipped"] = base_params(shipped, bases[shipped], space)
         try:
+            if widen_space(storage, study_name, [c.as_dict() for c in space]):
+                log(f"study {study_name}: its choices gained values since its trials ran; rebuilt it under today's")
             queued = [_queued(text, storage, study_name, space) for text in queue or ()]
         except ValueError as exc:
             raise fail(f"--queue {exc}") from None

@@ -79,8 +79,9 @@ def requeue_unfinished(study) -> None:
 
 
 def trial_params(trial) -> dict[str, Any]:
-    """A trial's parameters: those it suggested, or, before it suggested any, those it was queued with."""
-    return trial.params or trial.system_attrs.get("fixed_params", {})
+    """A trial's parameters: those it was queued with, and those it suggested (a trial that failed while suggesting
+    has suggested only some of them)."""
+    return {**trial.system_attrs.get("fixed_params", {}), **trial.params}
 
 
 def params_key(params: Mapping[str, Any]) -> tuple:

@@ -241,7 +241,7 @@ def space_distributions(space: list[dict[str, Any]]) -> dict[str, Any]:
             if c.get("integer") else optuna.distributions.CategoricalDistribution(c["values"]) for c in space}
 
 
-def restore(result: StudyResult, storage: str) -> int:
+def restore(result: StudyResult, storage) -> int:
     """Rebuild a study that ``storage`` lacks from its committed result, trial by trial and under the same numbers:
     its record (data, price, space, programs, instructions), each trial's choices, objectives, outcome, marks and
     design, and a failed trial as failed (a resumed study queues it again). The study then resumes as if its store
@@ -273,3 +273,37 @@ def restore(result: StudyResult, storage: str) -> int:
             state=State.COMPLETE if record.complete else State.FAIL, values=record.values if record.complete else None,
             params=params, distributions={k: distributions[k] for k in params}, user_attrs=attrs))
     return len(result.trials)
+
+
+def widen_space(storage: str, study_name: str, space: list[dict[str, Any]]) -> bool:
+    """Optuna fixes a choice's values per study; a study whose choices gained values since its trials ran (a new
+    cascade band, a wider demo range) is rebuilt under ``space`` (``Choice.as_dict``) from its own export
+    (``restore``): the same trials under the same numbers, its queue planned again. A value a trial took that
+    ``space`` lacks is refused (ValueError) before anything is written. Returns whether it rebuilt the study."""
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        return False
+    today = space_distributions(space)
+    if all(today.get(name, kind) == kind for t in study.trials for name, kind in t.distributions.items()):
+        return False
+    result = export(study)
+    for record in result.trials:
+        for name, value in record.params.items():
+            if name in today and not _offers(today[name], value):
+                raise ValueError(f"study {study_name}: trial {record.number} took {name}={value!r}, which the "
+                                 "study's choices no longer offer; start a new study (--study-name)")
+    widened = result.model_copy(update={"space": space})
+    restore(widened, optuna.storages.InMemoryStorage())  # a rehearsal: nothing is deleted unless it rebuilds
+    optuna.delete_study(study_name=study_name, storage=storage)
+    restore(widened, storage)
+    return True
+
+
+def _offers(distribution, value) -> bool:
+    try:
+        return bool(distribution._contains(distribution.to_internal_repr(value)))
+    except ValueError:  # a categorical value it lacks
+        return False
