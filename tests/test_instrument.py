@@ -198,11 +198,15 @@ def test_the_committed_suite_probes_rebuild_the_anchored_gate_the_shipped_progra
     from vista_dspy.experiments.instrument import probe_turns
 
     probes = Path(__file__).resolve().parents[1] / "benchmarks" / "probes"
-    names = {"candidate": "local-1.5b-default", "anchor": "local-1.5b-seed", "no_lm": "no-lm"}
+    shipped = json.loads((compiled_dir() / "local.meta.json").read_text())["anchored_gate"]
+    names = {"candidate": shipped["candidate"], "anchor": "local-1.5b-seed", "no_lm": "no-lm"}
+    assert shipped["anchor"] == names["anchor"]  # the seed: a gate never anchored to the previous default
+    meta = json.loads((compiled_dir() / "local.meta.json").read_text())
+    probed = json.loads((probes / f"suite-{names['candidate']}" / "probe.json").read_text())
+    assert probed["program_sha256"] == meta["program_sha256"]  # the record is of the program that ships
     turns = pd.concat([probe_turns(probes / f"suite-{name}") for name in names.values()], ignore_index=True)
     rebuilt = anchored_gate(turns[turns["part"] == "compile"], names["candidate"], names["anchor"],
                             no_lm=names["no_lm"])
-    shipped = json.loads((compiled_dir() / "local.meta.json").read_text())["anchored_gate"]
     assert shipped["part"] == "compile" and (rebuilt["passes"], rebuilt["wins"]) == (shipped["passes"], shipped["wins"])
     assert set(rebuilt["datasets"]) == set(shipped["datasets"]) == {"pooled", "begin", "fade", "faithdial-audit",
                                                                      "vista-human"}

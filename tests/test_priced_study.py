@@ -584,6 +584,7 @@ def test_cli_study_from_result_rebuilds_a_lost_store_and_refuses_another_study_s
     assert len(after.completed()) == 3 and after.trials[:2] == before.trials
     queued = after.trials[2]  # trial 0 with the change asked for, before any TPE sample
     assert queued.design == "trial 0, but demos_verify=1"
+    assert " --queue 0:demos_verify=1 " in f"{after.command} "  # a repeatable option recorded as typed
     assert queued.params == {**before.trials[0].params, "demos_verify": 1}
     assert [w.exit_code for w in wrong] == [2] * 4
     assert "no recorded trial '7'" in wrong[0].output and "takes 0 to 6" in wrong[1].output

@@ -284,6 +284,8 @@ def _command_line(context) -> str:
         value = context.params[param.name]
         if isinstance(value, bool):
             parts.append(param.opts[0] if value or not param.secondary_opts else param.secondary_opts[0])
+        elif isinstance(value, (list, tuple)):  # a repeatable option, as typed: once per value
+            parts += [x for v in value for x in (param.opts[0], str(v))]
         else:
             parts += [param.opts[0], str(value)]
     return " ".join(parts)
