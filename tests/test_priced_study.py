@@ -373,11 +373,14 @@ def test_an_interrupted_study_says_how_to_resume_exits_130_and_the_rerun_complet
 
     monkeypatch.setattr(studies, "program_judge", judge_interrupted_once)
     command = ["study", "--model", "openai/fake", "--dev", f"vista-human={path}:all", "--train", "none",
-               "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "s", "--no-cache"]
+               "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "s", "--no-cache",
+               "--export", str(tmp_path / "r.json")]
     with FakeOpenAIServer() as server:
         stopped = CliRunner().invoke(app, [*command, "--api-base", server.url])
         assert stopped.exit_code == 130 and "Traceback" not in stopped.output
         assert "interrupted: 1 trials complete" in stopped.output and "rerun the same command" in stopped.output
+        so_far = StudyResult.load(tmp_path / "r.json")  # the result so far, committed data a lost store is rebuilt from
+        assert [t.state for t in so_far.trials] == ["COMPLETE", "FAIL"] and so_far.trials[1].params == calls[1]
         resumed = CliRunner().invoke(app, [*command, "--api-base", server.url])
     assert resumed.exit_code == 0, resumed.output
     import optuna

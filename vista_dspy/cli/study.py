@@ -148,7 +148,7 @@ def study(
     log = lambda message: err.print(message, highlight=False)  # noqa: E731
     err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
               f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
-    with _interrupt_resumes(storage, study_name), run_errors(ValueError), lm_setup.server, dspy_context(config), \
+    with _interrupt_resumes(storage, study_name, export, _command_line(context)), run_errors(ValueError), lm_setup.server, dspy_context(config), \
             CallFailures(parse_retries, stop_after).active():
         pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
         if record and (recorded.get("pool") or {}).get("sha256", record["sha256"]) != record["sha256"]:
@@ -256,19 +256,24 @@ def _recorded(storage: str, study_name: str) -> dict:
 
 
 @contextlib.contextmanager
-def _interrupt_resumes(storage: str, study_name: str):
-    """Ctrl-C or SIGTERM: the trials completed so far stay in the store and the same command resumes (the trial in
-    flight is queued to run again); exit 130, no traceback."""
+def _interrupt_resumes(storage: str, study_name: str, export: Path | None = None, command: str | None = None):
+    """Ctrl-C or SIGTERM: the trials completed so far stay in the store, and in ``export`` if given (the result so
+    far, from which --from-result rebuilds the store elsewhere); the same command resumes (the trial in flight is
+    queued to run again); exit 130, no traceback."""
     try:
         yield
     except KeyboardInterrupt:
         import optuna
 
+        from ..optimize.study_result import export as export_result
+
         try:
-            done = sum(t.state == optuna.trial.TrialState.COMPLETE
-                       for t in optuna.load_study(study_name=study_name, storage=storage).trials)
+            study = optuna.load_study(study_name=study_name, storage=storage)
         except KeyError:  # interrupted before the study was created (while its demo pool was built)
-            done = 0
+            study = None
+        done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) if study else 0
+        if study is not None and export is not None and "price" in study.user_attrs:
+            err.print(f"study result so far: {export_result(study, command=command).save(export)}", highlight=False)
         err.print(f"interrupted: {done} trials complete in {storage}; rerun the same command to resume (the trial "
                   "in flight is queued to run again)", highlight=False)
         raise typer.Exit(130) from None
