@@ -632,7 +632,31 @@ def test_a_trial_that_failed_while_suggesting_is_queued_again_with_all_it_was_qu
     trial = study.ask()
     trial.suggest_categorical("units", ["claims", "sentences"])  # then failed before suggesting its cascade
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    requeue_unfinished(study)
+    requeue_unfinished(study, {"units", "cascade"})
     [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert trial_params(queued) == {"units": "claims", "cascade": "0.40-0.60"}
     assert queued.user_attrs["design"] == "a narrower band"
+
+
+def test_a_trial_that_failed_before_a_choice_existed_is_queued_again_at_its_old_value_not_sampled():
+    """A failed trial from before the instructions choice did what 'base' does: requeued, it is fixed at 'base',
+    not left for the sampler to draw (which once measured a 'sentences' design with terse instructions)."""
+    from vista_dspy.optimize.study_plan import requeue_unfinished
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial({"units": "sentences"}, user_attrs={"design": "seed, but sentences"})
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+    requeue_unfinished(study, {"units", "instructions"})
+    [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert trial_params(queued) == {"units": "sentences", "instructions": "base"}
+    requeue_unfinished(study, {"units", "instructions"})  # once: a second resume queues nothing more
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1
+    # A trial queued before the choice existed, still waiting (the 0.5B's label-only design drew terse instructions):
+    # queued again at the old value, its design kept, nothing else run.
+    study.enqueue_trial({"units": "claims"}, user_attrs={"design": "seed, but claims"})
+    requeue_unfinished(study, {"units", "instructions"})
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert [(trial_params(t), t.user_attrs["design"]) for t in waiting] == [
+        ({"units": "sentences", "instructions": "base"}, "seed, but sentences"),
+        ({"units": "claims", "instructions": "base"}, "seed, but claims")]
+    assert not study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))

@@ -371,7 +371,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
                        "objectives": [list(o) for o in OBJECTIVES], **(record or {})}.items():
         if key not in study.user_attrs or key in ("space", "instructions"):
             study.set_user_attr(key, value)
-    requeue_unfinished(study)
+    requeue_unfinished(study, {choice.name for choice in space})
     plan(study, starts, [(mark, start, change, what) for mark, start in list(starts.items())[1:]
                           for change, what in start_designs]
           + [(next(iter(starts)), next(iter(starts.values())), change, what) for change, what in designs]

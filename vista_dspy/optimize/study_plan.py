@@ -59,19 +59,29 @@ def plan(study, starts: Mapping[str, dict[str, Any]], designs: Sequence[tuple[st
             study.enqueue_trial(params, user_attrs=attrs)
 
 
-def requeue_unfinished(study) -> None:
+def requeue_unfinished(study, names: set[str] | None = None) -> None:
     """A trial left RUNNING by an interrupted session, or FAILED by an outage, is marked failed and its parameters
-    are queued again (once), so that a resumed study runs exactly the trials it planned. One process per study."""
+    are queued again (once), so that a resumed study runs exactly the trials it planned; a choice of the space
+    (``names``) added since it failed is queued at the value that does what the trial did (``LATER_CHOICES``), not
+    left for the sampler. One process per study."""
     import optuna
 
     State = optuna.trial.TrialState
+    later = {k: v for k, v in LATER_CHOICES.items() if names is None or k in names}
     for trial in study.trials:
         if trial.state == State.RUNNING:
             study.tell(trial.number, state=State.FAIL)
+    waiting = study.get_trials(deepcopy=False, states=(State.WAITING,))
+    if any(set(later) - set(trial_params(t)) for t in waiting):
+        # Queued before a choice existed: run as it is, the sampler would draw that choice. Every waiting trial is
+        # taken off the queue (optuna has no other way) and queued again, in order, with the choice at its old value.
+        for trial in waiting:
+            study.tell(study.ask(), state=State.FAIL)
+            study.enqueue_trial({**later, **trial_params(trial)}, user_attrs=dict(trial.user_attrs))
     kept = study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))
-    planned = {params_key(trial_params(t)) for t in kept}
+    planned = {params_key({**later, **trial_params(t)}) for t in kept}
     for trial in study.get_trials(deepcopy=False, states=(State.FAIL,)):
-        params = trial_params(trial)
+        params = {**later, **trial_params(trial)} if trial_params(trial) else {}
         if params and params_key(params) not in planned:
             planned.add(params_key(params))
             study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
