@@ -162,7 +162,8 @@ def study(
         try:
             if widen_space(storage, study_name, [c.as_dict() for c in space]):
                 log(f"study {study_name}: its choices gained values since its trials ran; rebuilt it under today's")
-            queued = [_queued(text, storage, study_name, space) for text in queue or ()]
+            recorded_trials = _trials(storage, study_name) if queue else []
+            queued = [_queued(text, recorded_trials, study_name, space) for text in queue or ()]
         except ValueError as exc:
             raise fail(f"--queue {exc}") from None
         judge = program_judge(bases, pool, data, threads=threads or lm_setup.threads, instructions=instructions,
@@ -210,18 +211,13 @@ def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None
               f"study {study_name}: {storage} holds it; --from-result {path} not used", highlight=False)
 
 
-def _queued(text: str, storage: str, study_name: str, space) -> tuple[str, dict, dict, str]:
-    """One --queue: (name, the recorded trial's choices, the change, the change in words) for ``run_study``."""
-    import optuna
-
+def _queued(text: str, trials, study_name: str, space) -> tuple[str, dict, dict, str]:
+    """One --queue: (name, the recorded trial's choices, the change, the change in words) for ``run_study``;
+    ``trials``: the study's trials so far."""
     from ..optimize.study_plan import LATER_CHOICES, trial_params
 
     number, _, changes = text.partition(":")
     choices = {c.name: c for c in space}
-    try:
-        trials = optuna.load_study(study_name=study_name, storage=storage).trials
-    except KeyError:
-        trials = []
     if not number.strip().isdigit() or int(number) >= len(trials) or not trial_params(trials[int(number)]):
         raise ValueError(f"{text!r}: no recorded trial {number.strip()!r} in study {study_name} (TRIAL:CHOICE=VALUE)")
     change = {}
@@ -243,6 +239,16 @@ def _queued(text: str, storage: str, study_name: str, space) -> tuple[str, dict,
         raise ValueError(f"{text!r}: name at least one CHOICE=VALUE to change, of those trial {int(number)} made "
                          f"({', '.join(recorded)})")
     return f"trial {int(number)}", recorded, change, ", ".join(f"{k}={v}" for k, v in change.items())
+
+
+def _trials(storage: str, study_name: str) -> list:
+    """An existing study's trials ([] for a new one)."""
+    import optuna
+
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage).trials
+    except KeyError:
+        return []
 
 
 def _recorded(storage: str, study_name: str) -> dict:

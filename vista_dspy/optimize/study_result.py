@@ -292,7 +292,7 @@ def widen_space(storage: str, study_name: str, space: list[dict[str, Any]]) -> b
     result = export(study)
     for record in result.trials:
         for name, value in record.params.items():
-            if name in today and not _offers(today[name], value):
+            if not _offers(today.get(name), value):
                 raise ValueError(f"study {study_name}: trial {record.number} took {name}={value!r}, which the "
                                  "study's choices no longer offer; start a new study (--study-name)")
     widened = result.model_copy(update={"space": space})
@@ -303,7 +303,9 @@ def widen_space(storage: str, study_name: str, space: list[dict[str, Any]]) -> b
 
 
 def _offers(distribution, value) -> bool:
-    try:
-        return bool(distribution._contains(distribution.to_internal_repr(value)))
-    except ValueError:  # a categorical value it lacks
-        return False
+    """Whether a choice (an optuna distribution; None: a choice the space no longer has) offers ``value``."""
+    import optuna
+
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return value in distribution.choices
+    return distribution is not None and distribution.low <= value <= distribution.high
