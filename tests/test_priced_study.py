@@ -660,3 +660,30 @@ def test_a_trial_that_failed_before_a_choice_existed_is_queued_again_at_its_old_
         ({"units": "sentences", "instructions": "base"}, "seed, but sentences"),
         ({"units": "claims", "instructions": "base"}, "seed, but claims")]
     assert not study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def test_a_failed_trial_whose_requeue_completed_is_not_queued_again_on_the_next_resume():
+    """A failed trial rebuilt from a result keeps only the choices it had suggested; once its requeue (same design,
+    those choices and more) has completed, a later resume queues nothing (the 1.5B's trial 18 was queued a second
+    time so, and the sampler drew the band it lacked)."""
+    from vista_dspy.optimize.study_plan import requeue_unfinished
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    units = optuna.distributions.CategoricalDistribution(["claims", "sentences"])
+    band = optuna.distributions.CategoricalDistribution(["0.30-0.70", "0.50-0.50"])
+    design = {"design": "trial 15, but cascade=0.30-0.70"}
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, params={"units": "sentences"},
+                                              distributions={"units": units}, user_attrs=design))
+    study.add_trial(optuna.trial.create_trial(values=[0.7, 1.8], params={"units": "sentences", "cascade": "0.30-0.70"},
+                                              distributions={"units": units, "cascade": band}, user_attrs=design))
+    requeue_unfinished(study, {"units", "cascade"})
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    # another design's completed trial with the same choices is no requeue of it: the failed trial is queued
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, params={"units": "claims"},
+                                              distributions={"units": units}, user_attrs={"design": "claims"}))
+    study.add_trial(optuna.trial.create_trial(values=[0.6, 1.0], params={"units": "claims", "cascade": "0.50-0.50"},
+                                              distributions={"units": units, "cascade": band},
+                                              user_attrs={"design": "something else"}))
+    requeue_unfinished(study, {"units", "cascade"})
+    [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert trial_params(queued) == {"units": "claims"} and queued.user_attrs["design"] == "claims"
