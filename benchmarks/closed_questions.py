@@ -231,17 +231,18 @@ UNIT_RULES = (("unit rule: cues + support_all", "support_all", WEIGHTS),
 
 
 def unit_rule_systems(u: pd.DataFrame, complete: pd.DataFrame, units: pd.DataFrame, gold: pd.DataFrame,
-                      dialogues: dict) -> tuple[pd.DataFrame, dict]:
+                      dialogues: dict, rules: tuple = UNIT_RULES) -> tuple[pd.DataFrame, dict]:
     """A rule a program can ship, coherent by construction: a unit is unsafe when logit(p_unsafe) + w *
     logit(1 - P(support)) reaches t (or a check made it unsafe), a turn hallucinated iff a unit is. (w, t) chosen
     on one fold for balanced accuracy (``metrics.recall_mean``, every threshold at once) and applied to the other.
+    ``rules``: (name, the column of P(support) whose doubt is weighed, the weights tried).
     ``u``: the answered units; ``complete``: the turns whose every unit is answered; a turn with no unit is judged
     too (faithful)."""
     t = pd.concat([gold.merge(complete[KEYS], on=KEYS),
                    gold[~gold.set_index(KEYS).index.isin(units.set_index(KEYS).index)]], ignore_index=True)
     y, fold = (t["gold"] == "hallucinated").to_numpy(), folds(t, dialogues)
     frames, chosen = [], {}
-    for name, question, weights in UNIT_RULES:
+    for name, question, weights in rules:
         tops = {}  # w -> each turn's largest unit score (-inf: no unit)
         for w in weights:
             score = u.assign(s=logit(u["p_unsafe"]) + w * logit(1 - u[question]) + 1e3 * u["forced"])
