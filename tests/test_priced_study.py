@@ -687,3 +687,7 @@ def test_a_failed_trial_whose_requeue_completed_is_not_queued_again_on_the_next_
     requeue_unfinished(study, {"units", "cascade"})
     [queued] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert trial_params(queued) == {"units": "claims"} and queued.user_attrs["design"] == "claims"
+    # a requeue from before a choice existed counts at that choice's old value: still the failed trial's requeue
+    waiting = len(study.get_trials(states=(optuna.trial.TrialState.WAITING,)))
+    requeue_unfinished(study, {"units", "cascade", "instructions"})
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == waiting
