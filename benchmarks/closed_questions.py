@@ -186,6 +186,14 @@ def answered_units(units: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     return u.dropna(subset=list(QUESTIONS))
 
 
+def complete_turns(u: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+    """The turns (``KEYS``) whose every unit of ``units`` is among those answered (``u``)."""
+    have = u.groupby(KEYS)["unit"].count().rename("have").reset_index()
+    whole = units.groupby(KEYS)["unit"].count().rename("all").reset_index()
+    both = have.merge(whole, on=KEYS)
+    return both[both["have"] == both["all"]][KEYS]
+
+
 def turn_features(u: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
     """Per turn whose every unit is answered (``u``, from ``answered_units``), the aggregates the fitted rules read."""
     u = u.assign(doubt_all=1 - u["support_all"], doubt_top=1 - u["support_top"],
@@ -193,11 +201,8 @@ def turn_features(u: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
     agg = u.groupby(KEYS).agg(cue_max=("p_unsafe", "max"), cue_mean=("p_unsafe", "mean"),
                               all_max=("doubt_all", "max"), all_mean=("doubt_all", "mean"),
                               top_max=("doubt_top", "max"), top_mean=("doubt_top", "mean"),
-                              factual_top_max=("factual_top", "max"), fact_max=("fact", "max"),
-                              units=("unit", "count")).reset_index()
-    whole = units.groupby(KEYS)["unit"].count().rename("all_units").reset_index()
-    agg = agg.merge(whole, on=KEYS)
-    return agg[agg["units"] == agg["all_units"]]  # only turns whose every unit is answered
+                              factual_top_max=("factual_top", "max"), fact_max=("fact", "max")).reset_index()
+    return agg.merge(complete_turns(u, units), on=KEYS)
 
 
 def fitted_systems(turns: pd.DataFrame, gold: pd.DataFrame, unitless: pd.DataFrame, dialogues: dict

@@ -43,6 +43,7 @@ from closed_questions import (
     SUPPORT,
     SYSTEM,
     WEIGHTS,
+    complete_turns,
     folds,
     sources_of,
     top_passages,
@@ -167,9 +168,7 @@ def report(units: pd.DataFrame, dialogues: dict, out: Path, part: str, component
     shipped = shipped[shipped["part"] == part]
     gold = shipped[shipped["system"] == "no-lm"][[*KEYS, "gold", "claims"]]
     u = units[[(r.dialogue_id, r.turn_index, r.unit) in states for r in units.itertuples()]]
-    whole = units.groupby(KEYS)["unit"].count().rename("n").reset_index()
-    have = u.groupby(KEYS)["unit"].count().rename("have").reset_index().merge(whole, on=KEYS)
-    complete = have[have["have"] == have["n"]][KEYS]
+    complete = complete_turns(u, units)
     u = u.merge(complete, on=KEYS).merge(gold[[*KEYS, "gold"]], on=KEYS).reset_index(drop=True)
     u["group"] = [group_id(dialogues[d]) for d in u["dialogue_id"]]
     x = np.array([states[(r.dialogue_id, r.turn_index, r.unit)] for r in u.itertuples()], dtype=np.float32)

@@ -135,7 +135,8 @@ def study(
         bases[shipped] = Vista.from_program(shipped, **endpoint)
     if from_result is not None:
         _restore(from_result, storage, study_name, name)
-    recorded = _recorded(storage, study_name)
+    existing = _existing(storage, study_name)
+    recorded = dict(existing.user_attrs) if existing else {}  # what it recorded about where it ran
     if recorded.get("programs"):  # a resumed study starts from the programs it began with, not today's
         try:
             bases = starting_programs(study_name, recorded["programs"], recorded.get("program_files", {}),
@@ -162,7 +163,8 @@ def study(
         try:
             if widen_space(storage, study_name, [c.as_dict() for c in space]):
                 log(f"study {study_name}: its choices gained values since its trials ran; rebuilt it under today's")
-            recorded_trials = _trials(storage, study_name) if queue else []
+            existing = _existing(storage, study_name) if queue else None  # read again: widen_space may rebuild it
+            recorded_trials = existing.trials if existing else []
             queued = [_queued(text, recorded_trials, study_name, space) for text in queue or ()]
         except ValueError as exc:
             raise fail(f"--queue {exc}") from None
@@ -241,24 +243,14 @@ def _queued(text: str, trials, study_name: str, space) -> tuple[str, dict, dict,
     return f"trial {int(number)}", recorded, change, ", ".join(f"{k}={v}" for k, v in change.items())
 
 
-def _trials(storage: str, study_name: str) -> list:
-    """An existing study's trials ([] for a new one)."""
+def _existing(storage: str, study_name: str):
+    """The study in ``storage`` (None for a new one)."""
     import optuna
 
     try:
-        return optuna.load_study(study_name=study_name, storage=storage).trials
+        return optuna.load_study(study_name=study_name, storage=storage)
     except KeyError:
-        return []
-
-
-def _recorded(storage: str, study_name: str) -> dict:
-    """What an existing study recorded about where it ran ({} for a new one)."""
-    import optuna
-
-    try:
-        return dict(optuna.load_study(study_name=study_name, storage=storage).user_attrs)
-    except KeyError:
-        return {}
+        return None
 
 
 @contextlib.contextmanager

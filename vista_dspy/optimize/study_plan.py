@@ -78,24 +78,25 @@ def requeue_unfinished(study, names: set[str] | None = None) -> None:
         for trial in waiting:
             study.tell(study.ask(), state=State.FAIL)
             study.enqueue_trial({**later, **trial_params(trial)}, user_attrs=dict(trial.user_attrs))
-    kept = study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))
-    planned = {params_key({**later, **trial_params(t)}) for t in kept}
+    kept = [(t, {**later, **trial_params(t)})
+            for t in study.get_trials(deepcopy=False, states=(State.COMPLETE, State.WAITING))]
+    planned = {params_key(choices) for _, choices in kept}
     for trial in study.get_trials(deepcopy=False, states=(State.FAIL,)):
         params = {**later, **trial_params(trial)} if trial_params(trial) else {}
-        if params and params_key(params) not in planned and not requeued(trial, params, kept, later):
+        if params and params_key(params) not in planned and not requeued(trial, params, kept):
             planned.add(params_key(params))
             study.enqueue_trial(params, user_attrs={k: v for k, v in trial.user_attrs.items()
                                                     if k in ("marks", "design")})
 
 
-def requeued(failed, params: Mapping[str, Any], kept, later: Mapping[str, Any]) -> bool:
-    """Whether a later kept trial is ``failed``'s requeue: the same design and marks, and every choice ``failed``
-    had made (a trial rebuilt from a result keeps only those it had suggested, so its requeue's own choices are a
-    superset of them; without this check every resume would queue it again, the rest left to the sampler). A kept
-    trial from before a choice existed counts at its old value (``later``)."""
+def requeued(failed, params: Mapping[str, Any], kept: Sequence[tuple[Any, Mapping[str, Any]]]) -> bool:
+    """Whether a later kept trial (``kept``: each with its choices, a choice it predates at its old value) is
+    ``failed``'s requeue: the same design and marks, and every choice ``failed`` had made (a trial rebuilt from a
+    result keeps only those it had suggested, so its requeue's own choices are a superset of them; without this check
+    every resume would queue it again, the rest left to the sampler)."""
     attrs = {k: failed.user_attrs.get(k) for k in ("marks", "design")}
     return any(t.number > failed.number and {k: t.user_attrs.get(k) for k in attrs} == attrs
-               and params.items() <= {**later, **trial_params(t)}.items() for t in kept)
+               and params.items() <= choices.items() for t, choices in kept)
 
 
 def trial_params(trial) -> dict[str, Any]:
