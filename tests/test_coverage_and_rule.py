@@ -155,7 +155,7 @@ def test_the_deployed_judge_and_the_replay_flip_the_same_claim():
     flipped = verdict.claims[1]
     assert flipped.explanation == (
         f"LACKING EVIDENCE as the most doubtful claim of its turn (P(unsafe) {flipped.p_unsafe:.2f} reaches the turn "
-        "threshold 0.30): no source holds 'famous', 'blue' and 'tram'; the closest passage, in the reference, "
+        "threshold 0.30): its passages hold no 'famous', 'blue' and 'tram'; the closest passage, in the reference, "
         "\"Lisbon is the capital of Portugal.\", shares 1 of its 4 content words.")
     assert (flipped.rule_label, flipped.threshold, flipped.turn_threshold) == ("VERIFIED", 0.9, 0.3)
     assert 0.3 <= flipped.p_unsafe < 0.9 and flipped.judge_explanation is None  # the judge was not asked
