@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -81,6 +82,16 @@ def factscore_labels(run: Path) -> dict[tuple[str, int], str]:
     return labels
 
 
+_CLAUSE_BREAK = re.compile(r"\s*(?:;|:|\s[-\u2013\u2014]\s|,\s*(?=(?:and|but|so|while|although|though|because|"
+                           r"which|who|where|whereas|since|as well as)\b))\s*", re.IGNORECASE)
+
+
+def clause_units(text: str) -> list[str]:
+    """The turn's statements cut at clause boundaries a comma and a conjunction or a semicolon mark (no LM, no
+    parser): a rough stand-in for a clause splitter, to see whether finer units move the plain head."""
+    return [c for s in sentence_units(text) for c in _CLAUSE_BREAK.split(s) if content_words(c)]
+
+
 class Turns:
     """The compile part's judged turns, with each unit source."""
 
@@ -92,7 +103,7 @@ class Turns:
                     turn = dialogue.turns[index]
                     if turn.gold is None or turn.gold.label is None:
                         continue
-                    units = {"sentences": sentence_units(turn.text)}
+                    units = {"sentences": sentence_units(turn.text), "clauses": clause_units(turn.text)}
                     answers: dict[str, list] = {}
                     if turn.gold.claims is not None:
                         units["annotated"] = [c.text for c in turn.gold.claims]
@@ -292,7 +303,7 @@ def main() -> int:
 
     shipped_rule = DecisionRule.model_validate(shipped).evidence_only()
     results = {"command": "python " + " ".join(sys.argv), "part": "compile", "rows": [], "units": {}}
-    for unit in ("sentences", "atomic", "annotated"):
+    for unit in ("sentences", "clauses", "atomic", "annotated"):
         if not any(unit in r[4] for r in turns.rows):
             continue
         results["units"][unit] = claim_f1(turns, unit)
