@@ -31,7 +31,7 @@ from sklearn.linear_model import LogisticRegression
 from vista_dspy.compiled.files import read_program
 from vista_dspy.data.location import data_dir
 from vista_dspy.data.suite import load_suite
-from vista_dspy.decision import decide, turn_flip, unsafe_by_its_figures
+from vista_dspy.decision import DecisionRule, decide, turn_flip, unsafe_by_its_figures
 from vista_dspy.evidence import SOURCES, Passage, TurnEvidence
 from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.grounding import content_words, sentence_units
@@ -184,7 +184,10 @@ def evaluate(turns: Turns, unit: str, reading: str, head: str, shipped_rule, ans
     for row in turns.rows:
         if unit in row[4]:
             by_dialogue[row[1].id].append(row)
-    if head == "shipped":
+    if head in ("shipped", "evidence.json"):
+        shipped_rule = shipped_rule if head == "shipped" else DecisionRule.model_validate(
+            read_program("evidence").rule).evidence_only()
+
         def decide_units_for(_dialogue_id):
             def decide_units(rows):
                 decisions = [decide(shipped_rule, r) for r in rows]
@@ -231,7 +234,7 @@ def evaluate(turns: Turns, unit: str, reading: str, head: str, shipped_rule, ans
                              lambda i, rows=rows: _answers(rows, i, unit), reading, decide_units_for(dialogue_id))
         for r in rows:
             out[(dialogue_id, r[2])] = (r[0], r[3], "hallucinated" if got[r[2]] else "faithful")
-    return out, (best if head != "shipped" else None)
+    return out, (best if head not in ("shipped", "evidence.json") else None)
 
 
 def matched_atomic_rows(turns: Turns, reading: str):
@@ -299,8 +302,6 @@ def main() -> int:
     facts = factscore_units(args.factscore) if args.factscore else None
     turns = Turns(suite, facts)
     shipped = read_program("local").rule
-    from vista_dspy.decision import DecisionRule
-
     shipped_rule = DecisionRule.model_validate(shipped).evidence_only()
     results = {"command": "python " + " ".join(sys.argv), "part": "compile", "rows": [], "units": {}}
     for unit in ("sentences", "clauses", "atomic", "annotated"):
@@ -308,7 +309,7 @@ def main() -> int:
             continue
         results["units"][unit] = claim_f1(turns, unit)
         for reading in READINGS:
-            for head in ("shipped", "plain", "plain+checks"):
+            for head in ("shipped", "evidence.json", "plain", "plain+checks"):
                 got, threshold = evaluate(turns, unit, reading, head, shipped_rule)
                 row = {"unit": unit, "reading": reading, "decision": head, "threshold": threshold, **table(got)}
                 results["rows"].append(row)
