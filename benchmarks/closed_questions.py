@@ -43,6 +43,7 @@ import pandas as pd
 from scipy.special import logit as scipy_logit
 
 from vista_dspy.data.location import data_dir
+from vista_dspy.data.records import read_jsonl_records
 from vista_dspy.data.suite import group_id, load_suite
 from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.experiments.instrument import probe_turns

@@ -20,13 +20,14 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA
-
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.data.location import data_dir
 from vista_dspy.optimize.judged_turns import turns_of
 from vista_dspy.optimize.probe_records import write_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Usage
+
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 PROBES = Path(__file__).parent / "probes"
 

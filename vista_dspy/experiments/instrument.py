@@ -8,7 +8,6 @@ probabilities and cues, usage — no dataset text, so the records can be committ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
