@@ -160,9 +160,10 @@ def gate_table(turns: pd.DataFrame, part: str) -> Table:
                          f"{d['turns_only_candidate_right']} / {d['turns_only_anchor_right']} ({_p(d['mcnemar_p'])})"})
     verdict = "wins" if record["wins"] else "passes" if record["passes"] else "fails"
     flips = record["lm_flips"]
-    notes = [f"Pooled, the default **{verdict}** against the seed (passes: bound at least "
-             f"-{100 * record['margin']:.0f} point; wins: above 0). Its LM changed {flips['turns']} turn label(s) "
-             f"against the no-LM tier: {flips['now_right']} now right, {flips['now_wrong']} now wrong."]
+    labels = "turn label" if flips["turns"] == 1 else "turn labels"
+    notes = [f"Pooled, the default **{verdict}** against the seed (passes: bound at least -{100 * record['margin']:.0f}"
+             f" point; wins: above 0). Its LM changed {flips['turns']} {labels} against the no-LM tier "
+             f"({flips['now_right']} now right, {flips['now_wrong']} now wrong)."]
     return Table(f"{part}-gate", f"{part} part: the anchored gate", pd.DataFrame(rows), notes)
 
 
@@ -218,7 +219,7 @@ def front_table(name: str, shipped: dict) -> Table:
              f"exported {result['exported'][:10]}. The front, cheapest first: trials "
              f"{', '.join(str(t['number']) for t in cheapest_first)}."]
     if any(str(r["what"]).startswith("sampled") for r in rows):
-        notes.append("Sampled: demos of Decompose/Verify/Categorize (p: drawn from the pool).")
+        notes[0] += " Sampled: demos of Decompose/Verify/Categorize (p: drawn from the pool)."
     return Table(f"front-{name}", f"the priced study {name}: every completed trial", pd.DataFrame(rows), notes)
 
 
@@ -273,7 +274,8 @@ def headline(tables: dict[str, Table]) -> Table:
     """README's numbers: the default beside the seed, the no-LM tier and the baselines, on both parts."""
     rows = []
     for part in PARTS:
-        pooled = tables[f"{part}-pooled"].frame.set_index("system")["balanced acc. (95 % interval)"]
+        pooled = tables["pooled"].frame
+        pooled = pooled[pooled["part"] == part].set_index("system")["balanced acc. (95 % interval)"]
         cost = tables["cost"].frame
         cost = cost[cost["part"] == part].set_index("system")
         turns = tables[f"{part}-datasets"].frame["dataset (turns)"].iloc[-1].split("(")[-1].rstrip(")")
@@ -295,10 +297,9 @@ def all_tables() -> dict[str, Table]:
     tables += [front_table(name, shipped) for name in STUDIES]
     tables += [shipped_table(), turn_cost_table()]
     found = {t.name: t for t in tables}
-    costs = [found.pop(f"{part}-cost").frame.assign(part=part) for part in PARTS]
-    cost = pd.concat(costs, ignore_index=True)
-    found["cost"] = Table("cost", "cost per judged turn on the instrument",
-                          cost[["part", *[c for c in cost.columns if c != "part"]]])
+    for kind, title in (("pooled", "both parts, pooled"), ("cost", "cost per judged turn on the instrument")):
+        frame = pd.concat([found.pop(f"{part}-{kind}").frame.assign(part=part) for part in PARTS], ignore_index=True)
+        found[kind] = Table(kind, title, frame[["part", *[c for c in frame.columns if c != "part"]]])
     return {"headline": headline(found), **found}
 
 
