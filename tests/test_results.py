@@ -76,6 +76,12 @@ def test_the_tables_render_as_one_page(results, tables):
     assert "0.719 (0.669-0.768)" in page  # the default's compile balanced accuracy, as in RESULTS.md
 
 
+def test_vista_report_of_the_benchmarks_folder_is_the_same_page(results, tables, tmp_path):
+    from vista_dspy.experiments.report import write_results_page
+
+    assert write_results_page(BENCHMARKS, tmp_path / "r.html").read_text(encoding="utf-8") == results.html_page(tables)
+
+
 def _anchor(heading: str) -> str:
     """GitHub's anchor of a Markdown heading."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

@@ -203,6 +203,20 @@ def build_results_page(title: str, sections: Sequence[dict[str, Any]], subtitle:
         version=__version__, title=title, subtitle=subtitle, sections=rendered, colours=COLOURS)
 
 
+def write_results_page(benchmarks: Path, out: Path) -> Path:
+    """The page of RESULTS.md's tables, from the committed records the folder's ``results.py`` reads
+    (``vista report benchmarks/``; ``python benchmarks/results.py --html OUT`` writes the same)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("vista_benchmarks_results", benchmarks / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out.write_text(module.html_page(module.all_tables()), encoding="utf-8")
+    return out
+
+
 def write_report(path: Path, out: Path | None = None) -> Path:
     out = out or path / "report.html"
     out.write_text(build_report(path), encoding="utf-8")
