@@ -81,6 +81,10 @@ def on_part(turns: pd.DataFrame, part: str) -> tuple[pd.DataFrame, list[str]]:
     everything = mine[mine["system"] == "no LM"].set_index(["dataset", "dialogue_id", "turn_index"]).index
     systems = [s for s in RECORDS if mine[mine["system"] == s].set_index(
         ["dataset", "dialogue_id", "turn_index"]).index.isin(everything).sum() == len(everything)]
+    for needed in ("default", "seed"):
+        if needed not in systems:
+            raise SystemExit(f"{RECORDS[needed]} does not hold every turn of the {part} part ({len(everything)}): "
+                             "record both parts whole before it names the " + needed)
     return mine[mine["system"].isin(systems)], systems
 
 
