@@ -10,9 +10,11 @@ is left as it is. The records read: ``probes/suite-*/`` (the instrument), ``fron
 ``vista_dspy/compiled/*.meta.json`` (what ships), ``turn_cost/*.json``.
 
 **When a new program ships**: record its runs of both parts (``record_suite_probe.py RUN-COMPILE RUN-TEST vista
-local-1.5b-NAME ...``), then change the one line ``"default": ...`` in RECORDS below to ``"suite-local-1.5b-NAME"``
-and run this script; the test (``tests/test_results.py``) also checks that the name is the candidate of the shipped
-program's anchored gate (``compiled/local.meta.json``).
+local-1.5b-NAME ...``; a record that arrived as plain ``turns.jsonl`` is gzipped by ``--compress``), then change the
+one line ``"default": ...`` in RECORDS below to ``"suite-local-1.5b-NAME"`` and run this script. The test
+(``tests/test_results.py``) also checks that the name is the candidate of the shipped program's anchored gate, and
+its content hash the shipped program's (``compiled/local.meta.json``). The prose that names the default (its trial,
+band and quick start in RESULTS.md and README) is written by hand: read it again.
 """
 
 from __future__ import annotations
@@ -133,15 +135,15 @@ def part_tables(turns: pd.DataFrame, part: str) -> list[Table]:
             "McNemar p vs default": _p(r["p_vs_default"]),
         })
     cost = []
-    for system in [s for s in systems if s not in NO_COST]:
-        s = mine[mine["system"] == system]
-        live = s[s["cache_hits"] == 0]
-        answers = (s["calls"] + s["cache_hits"]).sum()
-        cost.append({"system": system, "LM calls": f"{s['calls'].mean():.2f}",
-                     "prompt tokens": f"{s['prompt_tokens'].mean():,.0f}",
-                     "written tokens": f"{s['completion_tokens'].mean():.1f}",
+    for system in [name for name in systems if name not in NO_COST]:
+        judged = mine[mine["system"] == system]
+        live = judged[judged["cache_hits"] == 0]
+        answers = (judged["calls"] + judged["cache_hits"]).sum()
+        cost.append({"system": system, "LM calls": f"{judged['calls'].mean():.2f}",
+                     "prompt tokens": f"{judged['prompt_tokens'].mean():,.0f}",
+                     "written tokens": f"{judged['completion_tokens'].mean():.1f}",
                      "model s (turns no cache answered)": f"{live['model_ms'].mean() / 1000:.2f}" if len(live) else "",
-                     "answers from the LM cache": f"{s['cache_hits'].sum() / answers:.0%}" if answers else "0%"})
+                     "answers from the LM cache": f"{judged['cache_hits'].sum() / answers:.0%}" if answers else "0%"})
     return [Table(f"{part}-datasets", f"{part} part: balanced accuracy per dataset", pd.DataFrame(by_dataset)),
             Table(f"{part}-pooled", f"{part} part: pooled", pd.DataFrame(summary)),
             Table(f"{part}-cost", f"{part} part: cost per judged turn", pd.DataFrame(cost))]
