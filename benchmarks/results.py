@@ -288,8 +288,8 @@ def headline(tables: dict[str, Table]) -> Table:
         rows.append({"instrument part": f"{part} ({turns} turns)",
                      **{s: pooled.get(s, "—") for s in RECORDS if s != "local-claims"},
                      "default's model s / turn": cost.loc["default", "model s (turns no cache answered)"]})
-    return Table("headline", "The shipped default on the instrument", pd.DataFrame(rows), [
-        "Balanced accuracy (95 % interval) with the embedded 1.5B; — where a system was not recorded on the part."])
+    return Table("headline", "The shipped default on the instrument: balanced accuracy (95 % interval)",
+                 pd.DataFrame(rows))
 
 
 # ---- all of it ------------------------------------------------------------------------------------------------------
