@@ -272,7 +272,7 @@ def turn_cost_table() -> Table:
                                                  f"{total['model_seconds']:.2f}" if "decompose" in stages
                                                  else f"0 / {total['model_seconds']:.2f}",
                      "turns right": f"{v['turns_right']} / {v['turns_scored']}"})
-    return Table("turn-cost", "model cost per judged turn and stage", pd.DataFrame(rows),
+    return Table("turn-cost", "model cost per judged turn and stage (issue 41's programs)", pd.DataFrame(rows),
                  [f"{record['dialogues']} dialogues of the annotated {record['data']}, per judged turn."])
 
 
@@ -306,7 +306,10 @@ def all_tables() -> dict[str, Table]:
     for kind, title in (("pooled", "both parts, pooled"), ("cost", "cost per judged turn on the instrument")):
         frame = pd.concat([found.pop(f"{part}-{kind}").frame.assign(part=part) for part in PARTS], ignore_index=True)
         found[kind] = Table(kind, title, frame[["part", *[c for c in frame.columns if c != "part"]]])
-    return {"headline": headline(found), **found}
+    found["headline"] = headline(found)
+    order = ["headline", "shipped", "suite", "compile-datasets", "test-datasets", "pooled", "compile-gate", "test-gate",
+             *[f"front-{name}" for name in STUDIES], "cost", "turn-cost"]  # RESULTS.md's order, for the page
+    return {**{name: found[name] for name in order}, **found}
 
 
 MARKER = re.compile(r"(<!-- table:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
