@@ -18,17 +18,18 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA
-
 from vista_dspy import Vista
 from vista_dspy.compiled.files import EVIDENCE_PROGRAM, compiled_dir, read_program, write_program
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.data.location import data_dir
 from vista_dspy.evidence import CUES, evidence_of
 from vista_dspy.optimize.compile import data_record
 from vista_dspy.optimize.cross_fitting import folds
 from vista_dspy.optimize.gate import ProgramMeta
 from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.rule_fitting import cross_fitted, fit_rule, replay, scores
+
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 SAFE = ("VERIFIED", "OUT-OF-SCOPE")
 
