@@ -45,7 +45,7 @@ from vista_dspy.optimize.rule_gate import choose_turn_model_rule, two_fold
 PROBES = Path(__file__).parent / "probes"
 # {program: (its live probe, the recomputed record, whether its units are the turn's sentences)}
 PROGRAMS = {"local": (PROBES / "local-1.5b-sentences-live", PROBES / "local-1.5b-sentences-compile", True),
-            "local-claims": (PROBES / "local-1.5b-seed-live", PROBES / "local-1.5b-claims-compile", False)}
+            }
 ACCEPTED = ("VERIFIED", "OUT-OF-SCOPE")
 
 

@@ -39,12 +39,11 @@ RECORDS = {
     "default": "suite-local-1.5b-band",          # the shipped default, compiled/local.json (trial 21 of local-1.5b)
     "seed": "suite-local-1.5b-seed",             # the anchor of every gate: the paper's method, the seed program
     "no LM": "suite-no-lm",                      # the default's tier with no LM call (--system evidence)
-    "local-claims": "suite-local-1.5b-claims",   # a named program (issue 40's), recorded on the compile part
     "FActScore": "suite-local-1.5b-factscore",   # the paper's claim-level baseline, same model, test part
     "LLM-as-Judge": "suite-local-1.5b-judge",    # one call per turn, same model, test part
 }
-# Records whose usage is not their cost: local-claims' answers came mostly from an answer cache an earlier run filled.
-NO_COST = {"local-claims"}
+# Records whose usage is not their cost (their answers came from an answer cache an earlier run filled): none today.
+NO_COST: set[str] = set()
 STUDIES = ("local-1.5b", "local-0.5b")           # fronts/NAME.json
 TURN_COST = HERE / "turn_cost" / "turn_cost-2026-12-02.json"
 DATASETS = {"begin": "BEGIN", "fade": "FADE", "faithdial-audit": "FaithDial audit", "vista-human": "dev half",
@@ -286,7 +285,7 @@ def headline(tables: dict[str, Table]) -> Table:
         cost = cost[cost["part"] == part].set_index("system")
         turns = tables[f"{part}-datasets"].frame["dataset (turns)"].iloc[-1].split("(")[-1].rstrip(")")
         rows.append({"instrument part": f"{part} ({turns} turns)",
-                     **{s: pooled.get(s, "—") for s in RECORDS if s != "local-claims"},
+                     **{s: pooled.get(s, "—") for s in RECORDS},
                      "default's model s / turn": cost.loc["default", "model s (turns no cache answered)"]})
     return Table("headline", "The shipped default on the instrument: balanced accuracy (95 % interval)",
                  pd.DataFrame(rows))

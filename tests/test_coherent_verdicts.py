@@ -83,7 +83,7 @@ def fake_judge():
 
 @pytest.mark.parametrize("name, flags", RUNS, ids=[r[0] for r in RUNS])
 def test_the_quickstart_is_coherent_in_every_shipped_program(name, flags, fake_judge, tmp_path):
-    assert {"seed", "local", "local-claims", "evidence"} <= set(SHIPPED)
+    assert {"seed", "local", "evidence"} <= set(SHIPPED)
     result = CliRunner().invoke(app, ["evaluate", str(REPO / "examples" / "quickstart.json"), "--model",
                                       "hosted_vllm/fake", "--api-base", fake_judge.url, "--out",
                                       str(tmp_path / "out"), "--no-cache", *flags])

@@ -25,7 +25,7 @@ def seen_ids(fitted_on: dict) -> dict[str, list[str]]:
 
 
 def test_every_shipped_rule_is_listed():
-    assert {"evidence", "local", "local-claims"} <= set(FITTED)
+    assert {"evidence", "local"} <= set(FITTED)
 
 
 @pytest.mark.parametrize("name", FITTED)

@@ -181,8 +181,9 @@ class TurnEvidence:
 
     def _window(self, words: frozenset[str], source: int) -> tuple[Passage, Passage] | None:
         """(window, quote) of ``SOURCES[source]`` for ``words``: the window sharing most of them (the most shared
-        words, then the centre passage sharing most, then the first), and within it the shortest span around its
-        centre that shares as many (what an explanation quotes); None when no passage of the source shares one."""
+        words; on a tie the rarer ones by inverse passage frequency, then the centre passage sharing most, then the
+        first), and within it the shortest span around its centre that shares as many (what an explanation quotes);
+        None when no passage of the source shares one."""
         sequence = self.sequences[source]
         if not sequence:
             return None
