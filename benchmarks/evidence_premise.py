@@ -115,7 +115,7 @@ class Turns:
 
 def annotated_claims(turns: Turns, reading: str):
     """(cue rows, unsafe labels, dialogue groups) of the annotated claims, the store built from the annotators' own
-    safe claims (as ``fit_evidence_rule`` builds it)."""
+    safe claims (as ``refit_compile_part.human_turns`` builds it)."""
     x, y, groups = [], [], []
     store: dict[str, list[str]] = defaultdict(list)
     for dataset, dialogue, index, _, _, _ in turns.rows:

@@ -6,8 +6,8 @@ saw (``fitted_on``, per dataset).
     python benchmarks/refit_compile_part.py --write    # and write the shipped files
 
 1. ``compiled/evidence.json`` (the rule `--system evidence` decides with when a program has none of its own): the
-   annotators' claims of the compile part's vista-human dialogues, fitted to their judgements (as
-   ``fit_evidence_rule.py`` fits them), cues read against each turn's store of the annotators' own safe claims.
+   annotators' claims of the compile part's vista-human dialogues, fitted to their judgements, cues read against
+   each turn's store of the annotators' own safe claims (``human_turns``).
 2. The default's rule (``compiled/local.json``, trial 21 of the 1.5B's study: the turn's sentences, one demo per
    stage, terse instructions, cascade band 0.35-0.65): refitted on the live probe of the 1.5B's answers over the dev
    half's sentences (``benchmarks/probes/local-1.5b-sentences-live``), restricted to the compile part's dialogues,
@@ -25,8 +25,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-from fit_evidence_rule import human_turns
 
 from vista_dspy import Vista
 from vista_dspy.compiled.files import EVIDENCE_PROGRAM, compiled_dir, read_program, write_program
@@ -47,6 +45,30 @@ PROBES = Path(__file__).parent / "probes"
 PROGRAMS = {"local": (PROBES / "local-1.5b-sentences-live", PROBES / "local-1.5b-sentences-compile", True),
             }
 ACCEPTED = ("VERIFIED", "OUT-OF-SCOPE")
+
+
+def human_turns(dialogues) -> list[TurnRows]:
+    """The annotated turns as rule inputs: each annotated claim with its cues and the annotators' judgement, each
+    turn's store built as the method builds it (the background turns' texts, then the earlier annotated claims the
+    annotators found verifiable or out of scope)."""
+    turns = []
+    for dialogue in dialogues:
+        knowledge: list[str] = []
+        for index, turn in enumerate(dialogue.turns):
+            if turn.role != "assistant":
+                continue
+            if not turn.judged:
+                knowledge.append(turn.text)
+                continue
+            gold = turn.gold
+            if gold is None or not gold.claims:
+                continue
+            evidence = evidence_of(dialogue, index, knowledge)
+            rows = [ClaimRow(c.text, evidence.cues(c.text), None, None, "VERIFIED", c.category.value)
+                    for c in gold.claims]
+            turns.append(TurnRows(dialogue.id, index, gold.label, rows))
+            knowledge.extend(c.text for c in gold.claims if c.category.value in ACCEPTED)
+    return turns
 
 
 def fitted_on(dialogues) -> dict[str, list[str]]:
@@ -79,7 +101,7 @@ def refit_evidence(compile_dialogues, write: bool) -> None:
                  "optimizer": "evidence cues on human claims (benchmarks/refit_compile_part.py)",
                  "train": {"part": "suite:compile", "dataset": "vista-human", "dialogues": len(compile_dialogues),
                            "turns": len(turns), "claims": sum(len(t.rows) for t in turns)},
-                 "dev": None, "fitted_on": seen,
+                 "dev": {}, "fitted_on": seen,
                  "scores": {"compile_cross_fitted": scores(crossed)}, "rule": file.rule,
                  "note": "fitted on the annotators' claims of the instrument's compile part only (issue 60), cues "
                          "read against each claim's own passages; judged on the instrument by "

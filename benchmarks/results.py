@@ -36,9 +36,9 @@ DOCUMENTS = (HERE / "RESULTS.md", REPO / "README.md")
 
 # Which record is which: the one place to change when a program ships or a baseline is re-recorded.
 RECORDS = {
-    "default": "suite-local-1.5b-band",          # the shipped default, compiled/local.json (trial 21 of local-1.5b)
+    "default": "suite-local-1.5b-passage",       # the shipped default, compiled/local.json (trial 21, refitted: issue 60)
     "seed": "suite-local-1.5b-seed",             # the anchor of every gate: the paper's method, the seed program
-    "no LM": "suite-no-lm",                      # the default's tier with no LM call (--system evidence)
+    "no LM": "suite-no-lm-passage",              # the default's tier with no LM call (--system evidence)
     "FActScore": "suite-local-1.5b-factscore",   # the paper's claim-level baseline, same model, test part
     "LLM-as-Judge": "suite-local-1.5b-judge",    # one call per turn, same model, test part
 }
