@@ -42,6 +42,10 @@ PARTS_HELP = ("part: train / dev = the two halves of a seeded split grouped by d
               "results are reported on); pool / select = the two halves of train within each source dataset (demos "
               "/ choosing); all. DATASET as in `vista benchmark`, optionally =PATH.")
 ALL_CONFIGURED = "all-configured"  # --model value: every paper model this machine can reach
+OutDirOption = Annotated[Optional[Path], typer.Option(
+    help="Where the program is written (default: your programs folder, $VISTA_PROGRAMS or the user data folder's "
+         "vista-dspy/programs; programs are found by name there first, then among the shipped ones). A program "
+         "shipped with the project is written with --out-dir vista_dspy/compiled.", show_default=False)]
 ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]
 
 
@@ -88,8 +92,8 @@ def compile_command(
                                                     "annotated turns (claim and turn agreement) instead of end to "
                                                     "end.")] = False,
     name: Annotated[Optional[str], typer.Option(help="Program name (default: the model's short name); written "
-                                                     "to vista_dspy/compiled/NAME.json + NAME.meta.json.")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option(help="Write there instead of vista_dspy/compiled/.")] = None,
+                                                     "to NAME.json + NAME.meta.json in --out-dir.")] = None,
+    out_dir: OutDirOption = None,
     data_dir: DataDirOption = None,
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
@@ -335,9 +339,9 @@ def _program_of_trial(result, trial, *, model: str | None, api_base: str | None,
 def _rule_provenance(base: str, out_dir: Path | None) -> dict | None:
     """How the decision rule a trial keeps from its starting program was compiled: that program's meta settings
     (its probe, recipe and split), read before a trial saved under the same name replaces them."""
-    from ..compiled.files import compiled_dir
+    from ..compiled.files import program_folders
 
-    for folder in dict.fromkeys((out_dir or compiled_dir(), compiled_dir())):
+    for folder in dict.fromkeys((*([out_dir] if out_dir else []), *program_folders())):
         path = folder / f"{base}.meta.json"
         if path.is_file():
             settings = json.loads(path.read_text()).get("settings") or {}

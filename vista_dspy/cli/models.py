@@ -27,7 +27,7 @@ def models(
     what they need, whether they can be used now, and whether a compiled program ships for them."""
     from rich.table import Table
 
-    from ..compiled.files import compiled_dir, read_program
+    from ..compiled.files import find_program, read_program
     from ..lm.models import MODELS, OPEN_WEIGHTS_NOTE
     from ..lm.weights import GGUFS, ModelNotFound, resolve_gguf
 
@@ -36,11 +36,12 @@ def models(
         table.add_column(column, overflow="fold")
 
     def compiled(name: str) -> str:
-        meta = compiled_dir() / f"{name}.meta.json"
-        if not (compiled_dir() / f"{name}.json").is_file():
+        path = find_program(name)
+        if path is None:
             return "no (seed)"
         from ..decision import DecisionRule
 
+        meta = path.with_name(f"{name}.meta.json")
         rule = read_program(name).rule
         calibrated = DecisionRule.model_validate(rule).describe() if rule else "the judge's own labels"
         if meta.is_file():

@@ -36,7 +36,7 @@ from typing import Any
 
 import dspy
 
-from ..compiled.files import SEED_PROGRAM, compiled_dir, write_program
+from ..compiled.files import SEED_PROGRAM, programs_dir, write_program
 from ..program import Vista
 from ..schema import Dialogue
 from .demos import DEFAULT_DEMOS, Meter, annotated, incomplete_demos
@@ -154,8 +154,9 @@ def compile_program(
 
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
     """Write ``<name>.json`` (the program file: demos and instructions, options, decision rule; no LM) and
-    ``<name>.meta.json``."""
-    directory = directory or compiled_dir()
+    ``<name>.meta.json`` into ``directory`` (default: the user's programs folder, ``files.programs_dir``)."""
+    directory = directory or programs_dir()
+    directory.mkdir(parents=True, exist_ok=True)
     result.program.program_name = name
     path = write_program(result.program.program_file(name), directory / f"{name}.json")
     meta = result.meta.model_copy(update={"program": name, "program_sha256": result.program.content_hash()})
