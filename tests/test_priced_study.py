@@ -186,8 +186,10 @@ def test_compile_budget_picks_the_most_accurate_front_trial_and_refuses_one_losi
 
     nothing = compile_within(none.cost / 2)
     assert nothing.exit_code == 2 and "no front trial" in nothing.output
-    alone = runner.invoke(app, ["compile", "--budget", "1"])
-    assert alone.exit_code == 2 and "--study takes one of --budget" in alone.output
+    alone = runner.invoke(app, ["compile", "--trial", "1"])
+    assert alone.exit_code == 2 and "--trial takes --study" in alone.output
+    both = runner.invoke(app, ["compile", "--study", str(path), "--trial", "1", "--budget", "1"])
+    assert both.exit_code == 2 and "--study takes one of --budget" in both.output
 
 
 def test_compile_trial_builds_the_trial_asked_for_on_the_front_or_off_it_and_gates_it_likewise(tmp_path, data):

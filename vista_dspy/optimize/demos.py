@@ -96,6 +96,10 @@ class Pool:
     def sizes(self) -> dict[str, int]:
         return {name: len(items) for name, items in self.demos.items()}
 
+    def offers(self, predictor: str) -> bool:
+        """Whether a trial may draw this predictor's demos from the pool."""
+        return bool(self.sizes().get(predictor))
+
     def without(self, dialogues: set[str]) -> Pool:
         """The pool without the demos of these dialogues."""
         kept = Pool()
@@ -221,3 +225,35 @@ def pool_hash(pool: Pool) -> str:
 
     content = {name: [(stratum, demo.toDict()) for stratum, demo in items] for name, items in sorted(pool.demos.items())}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class LazyPool:
+    """A demo pool built the first time a trial draws on it (``build``: the LM calls that judge the pool's human
+    claims), never before: a study none of whose trials reads pool demos pays nothing for it. Until built it offers
+    every predictor; ``pick`` builds it, once."""
+
+    def __init__(self, build: Callable[[], Pool]) -> None:
+        import threading
+
+        self._build = build
+        self._pool: Pool | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._pool is not None
+
+    def pool(self) -> Pool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._build()
+            return self._pool
+
+    def offers(self, predictor: str) -> bool:
+        return True if self._pool is None else self._pool.offers(predictor)
+
+    def sizes(self) -> dict[str, int]:
+        return self.pool().sizes()
+
+    def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
+        return self.pool().pick(budgets, seed)

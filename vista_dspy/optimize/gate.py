@@ -120,6 +120,11 @@ class ProgramMeta(BaseModel):
     # The instrument's gate (``instrument.anchored_gate``): against the seed on the suite's compile part.
     anchored_gate: dict[str, Any] | None = None
     choice: dict[str, Any] = Field(default_factory=dict)  # the numbers each choice was made with
+    # {dataset: [dialogue ids]} every fitted part of the program saw (its demos' pool, its rule): never the suite's
+    # test part (``compile.check_fitted_on``)
+    fitted_on: dict[str, list[str]] | None = None
+    # The test part judged once, the chosen program and the seed (``compile.judge_test_part``)
+    test_part: dict[str, Any] | None = None
     options: dict[str, Any] = Field(default_factory=dict)  # the judging options saved with the program
     rule: dict[str, Any] | None = None  # the decision rule saved with the program (DecisionRule)
     demos: dict[str, int] = Field(default_factory=dict)

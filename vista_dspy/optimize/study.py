@@ -93,7 +93,7 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
     if len(bases) > 1:
         space.append(Choice("program", tuple(bases), "the program the trial starts from: its demos, options and "
                                                      "decision rule (the seed: the paper's method, no rule)"))
-    pooled = [stage for stage in STAGES if pool is not None and pool.sizes().get(stage)]
+    pooled = [stage for stage in STAGES if pool is not None and pool.offers(stage)]
     for stage in STAGES:
         space.append(Choice(f"demos_{stage}", (0, DEFAULT_DEMOS[stage]), f"how many demos {stage.capitalize()} "
                             "reads (each is prompt the model reads on every call)", integer=True))
