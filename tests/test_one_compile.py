@@ -76,3 +76,82 @@ def test_compile_writes_program_meta_and_card_to_the_users_folder_and_it_is_foun
     from vista_dspy import Vista
 
     assert Vista.for_model("openai/fake").program_name == "openai_fake"
+
+
+def test_check_fitted_on_names_the_first_dialogue_of_the_test_part():
+    from vista_dspy.data.suite import part_of_group
+    from vista_dspy.optimize.compile import FittedOnTestPart, check_fitted_on
+
+    assert [part_of_group(i) for i in ("d0", "d1", "d3")] == ["compile", "test", "compile"]  # the hash's split
+    check_fitted_on({"program": "p", "fitted_on": {"vista-human": ["d0", "d3"]}})  # compile part only: fine
+    with pytest.raises(FittedOnTestPart, match="p was fitted on vista-human dialogue d1, which lies in the suite's "
+                                               "test part"):
+        check_fitted_on({"program": "p", "fitted_on": {"vista-human": ["d0", "d1"]}})
+    # Rows that share a conversation are split by it: d1 of a compile-part conversation is on the compile side, d0
+    # of a test-part conversation on the test side.
+    assert (part_of_group("fade:c1"), part_of_group("fade:c0")) == ("compile", "test")
+    check_fitted_on({"fitted_on": {"fade": ["d1"]}}, {"d1": {"dataset": "fade", "dialogue_id": "c1"}})
+    with pytest.raises(FittedOnTestPart, match="fade dialogue d0"):
+        check_fitted_on({"fitted_on": {"fade": ["d0"]}}, {"d0": {"dataset": "fade", "dialogue_id": "c0"}})
+
+
+def test_the_demo_pool_is_built_only_when_a_trial_reads_it():
+    from vista_dspy.optimize.demos import LazyPool, Pool
+
+    built = []
+
+    def build():
+        built.append(True)
+        pool = Pool()
+        import dspy
+
+        pool.add("verify", "VERIFIED", dspy.Example(claim="c"), "d0")
+        return pool
+
+    lazy = LazyPool(build)
+    assert lazy.offers("decompose") and lazy.offers("verify") and not built  # offered before any call
+    assert lazy.pick({"verify": 1}, 0)["verify"][0].claim == "c" and built == [True]
+    lazy.pick({"verify": 1}, 1)
+    assert built == [True] and not lazy.offers("decompose")  # built once; now it offers what it holds
+
+
+def test_a_study_whose_trials_read_no_pool_makes_no_pool_call(tmp_path, parts):
+    """A study over a pool none of whose trials reads it (here the seed alone): no pool call, no pool record."""
+    from vista_dspy.optimize.study_result import StudyResult
+
+    requests = {}
+    for pool in (parts[3], "none"):  # a pool of the test file's dialogues, or none at all
+        with FakeOpenAIServer() as server:
+            done = CliRunner().invoke(app, ["study", "--model", "openai/fake", "--api-base", server.url, "--dev",
+                                            parts[1], "--train", pool, "--trials", "1", "--no-designs", "--storage",
+                                            f"sqlite:///{tmp_path / (pool[:4] + '.db')}", "--no-cache", "--export",
+                                            str(tmp_path / "r.json")])
+            requests[pool] = server.requests
+        assert done.exit_code == 0, done.output
+        assert "demo pool" not in done.output and StudyResult.load(tmp_path / "r.json").pool is None
+    assert requests[parts[3]] == requests["none"] > 0  # the unread pool cost no call
+
+
+def test_vista_models_lists_the_users_and_the_shipped_programs_with_their_cards_headline(tmp_path, monkeypatch):
+    from vista_dspy import Vista
+
+    monkeypatch.setenv("VISTA_PROGRAMS", str(tmp_path / "mine"))
+    Vista.from_program(None).save_program(tmp_path / "mine" / "mine.json")
+    (tmp_path / "mine" / "mine.meta.json").write_text(json.dumps({
+        "program": "mine", "optimizer": "study", "cost": {"per_judged_turn": 1.5, "unit": "s per judged turn (x)"},
+        "test_part": {"datasets": {"pooled": {"turns": 4, "seed": {"balanced_accuracy": 0.5},
+                                              "compiled": {"balanced_accuracy": 0.75}}}}}))
+    import io
+
+    from rich.console import Console
+
+    from vista_dspy.cli.models import programs_table
+
+    done = CliRunner().invoke(app, ["models"])
+    assert done.exit_code == 0, done.output
+    out = io.StringIO()
+    Console(file=out, width=400).print(programs_table())
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in out.getvalue().splitlines() if line.count("│") > 3}
+    assert rows["mine"] == [str(tmp_path / "mine"), "-", "test bal. acc. 0.750 vs seed 0.500; 1.5 s per judged turn"]
+    assert rows["seed"][0] == "shipped" and rows["local"][0] == "shipped"

@@ -397,7 +397,7 @@ def test_an_interrupted_study_says_how_to_resume_exits_130_and_the_rerun_complet
 def test_the_seed_gate_compares_claims_only_over_two_dialogues_or_more():
     """A sentences program shares few claim keys with the seed's decomposed claims: one dialogue's worth cannot be
     resampled, so the claims are not compared (and the gate stands on the turns), where it used to crash."""
-    from vista_dspy.optimize.seed_gate import seed_gate
+    from vista_dspy.optimize.gate import seed_gate
 
     turns = [("a", "h"), ("b", "f"), ("c", "h"), ("d", "f")]
     one = seed_gate(turns, "hfhf", "hhhf", candidate_claims={"a#0#x": "uu", "a#0#y": "ss"},

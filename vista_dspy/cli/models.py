@@ -73,9 +73,32 @@ def models(
     for spec in MODELS.values():
         table.add_row(spec.name, spec.model, ", ".join(spec.needs), usable(spec), compiled(spec.name))
     Console(width=max(120, err.width)).print(table)
+    Console(width=max(120, err.width)).print(programs_table())
     err.print(f"Open-weight models: {OPEN_WEIGHTS_NOTE}. 'configured' means the environment is set; --check sends "
               "a request. Any other DSPy/litellm model string works too (its compiled program would be "
-              "compiled/<slug of the string>.json).", highlight=False)
+              "<slug of the string>.json in your programs folder).", highlight=False)
+
+
+def programs_table():
+    """Every program found by name (yours first, then the shipped ones) with its card's headline numbers."""
+    from rich.table import Table
+
+    from ..compiled.files import compiled_dir, saved_programs
+    from ..experiments.program_card import headline
+
+    table = Table(title="programs (vista evaluate --program NAME; yours first, then the shipped ones)",
+                  title_justify="left")
+    for column in ("program", "where", "model", "headline (its card)"):
+        table.add_column(column, overflow="fold")
+    for name, path in saved_programs():
+        meta_path = path.with_name(f"{name}.meta.json")
+        try:
+            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        except ValueError:
+            meta = {}
+        where = "shipped" if path.parent == compiled_dir() else str(path.parent)
+        table.add_row(name, where, str(meta.get("model") or "-"), headline(meta) or "-")
+    return table
 
 
 Speculative = Enum("Speculative", {name.replace("-", "_"): name for name in SPECULATIVE}, type=str)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .gate import SeedGate, seed_gate
 from .pricing import Price
-from .seed_gate import SeedGate, seed_gate
 from .study import OBJECTIVES, Outcome
 
 if TYPE_CHECKING:
