@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# The compilation protocol for the paper's eight models in one command: every model this machine can reach is
-# compiled with the claims protocol (demos, calibration and judging mode chosen on the human claims of
-# vista-human:train, cross-fitted by dialogue) and gated on vista-human:dev; a program that passes the gate is
-# written to vista_dspy/compiled/<name>.json (+ .meta.json). The others are skipped with a line saying what they
-# need. Hosted models need their key (OPENAI_API_KEY, DEEPSEEK_API_KEY); an open-weights model needs its own endpoint:
+# `vista compile` for each of the paper's eight models this machine can reach, one after the other (a priced study on
+# the suite's compile part, the most accurate front trial within the budget, gated against the seed, the test part
+# read once); each writes its program (if it passes), meta and card into your programs folder. The others are
+# skipped with a line saying what they need. Hosted models need their key (OPENAI_API_KEY, DEEPSEEK_API_KEY); an
+# open-weights model needs its own endpoint:
 #   VISTA_API_BASE_LLAMA_3_1_8B=http://gpu-box:8000/v1 VISTA_API_BASE_QWEN3_8B=http://gpu-box:8001/v1 \
-#       bash benchmarks/compile_paper_models.sh
-# A model whose endpoint gives no token log-probabilities (gpt-5) gets no calibration. Extra arguments go to
-# `vista compile` (e.g. --optimizer random-search --budget 8 --train vista-human:pool --dev vista-human:select).
+#       bash benchmarks/compile_paper_models.sh --budget 2.5
+# Extra arguments go to every `vista compile` (e.g. --budget, --trials, --n-dev, --out-dir).
 set -euo pipefail
-vista compile --model all-configured "$@"
+python - <<'PY' | while IFS=$'\t' read -r name endpoint; do
+from vista_dspy.lm.models import configured_models
+
+ready, skipped = configured_models()
+for name, missing in skipped:
+    print(f"skip {name}: {missing}", file=__import__("sys").stderr)
+for name, endpoint in ready:
+    print(f"{name}\t{endpoint or ''}")
+PY
+  vista compile --model "$name" ${endpoint:+--api-base "$endpoint"} "$@"
+done

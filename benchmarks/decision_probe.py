@@ -8,8 +8,8 @@ answers a decision rule is fitted on.
 Passes: ``decomposed`` (end to end: the seed's own claims, as evaluation sees them), ``coverage`` (the same with
 the sentences no claim covers judged as claims of their own) and ``human`` (the annotators' claims,
 ``given_claims``). Verdicts go to benchmarks/runs/decision-probe-<model>/<pass>/ (resumable: rerunning the
-same command judges only what is missing, its answers served by the LM cache). ``benchmarks/decision_rules.py``
-reads them; nothing here decides anything.
+same command judges only what is missing, its answers served by the LM cache). Its figures in RESULTS.md were
+read by ``benchmarks/decision_rules.py`` (removed with the calibration in issue 61); nothing here decides anything.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ per stage and per judged turn).
         --commit f02bc3d --date 2026-12-02 --seconds 2910
 
 The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
-(``vista compile --optimizer rule --probe``, ``benchmarks/rule_table.py``) read the record alone.
+(``vista compile --probe``, ``benchmarks/rule_table.py``) read the record alone.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ def test_compile_writes_program_meta_and_card_to_the_users_folder_and_it_is_foun
                                         "3", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--no-cache", *parts])
     assert done.exit_code == 0, done.output
     assert done.stdout == f"{tmp_path / 'mine' / 'openai_fake.json'}\n"
+    assert " ".join(done.output.split()).count("s of server time") == 3  # the running cost, after each trial
     meta = json.loads((tmp_path / "mine" / "openai_fake.meta.json").read_text())
     # The rule engine is right on every turn: every trial ties with the seed, the cheapest of them is picked, passes.
     assert meta["gate"]["passed"] is True and meta["settings"]["trial"] != 0

@@ -91,9 +91,10 @@ def compile_command(
     always_save: Annotated[bool, typer.Option("--always-save", help="With --study: keep a trial that fails the gate "
                                                                     "as a named program (--name), its failed gate in "
                                                                     "its meta.")] = False,
-    probe: Annotated[Optional[Path], typer.Option(help="Fit a decision rule on a recorded probe (a folder of "
-                                                       "benchmarks/probes/, see benchmarks/record_probe.py), no LM.",
-                                                  show_default=False, hidden=True)] = None,
+    probe: Annotated[Optional[Path], typer.Option(help="Instead of a study: fit a program's decision rule on a "
+                                                       "recorded probe (a folder of benchmarks/probes/, see "
+                                                       "benchmarks/record_probe.py), with no LM.",
+                                                  show_default=False)] = None,
     base_probe: Annotated[Optional[Path], typer.Option(hidden=True)] = None,
     recipe: Annotated[str, typer.Option(hidden=True)] = "turn-model",
     compile_data: Annotated[str, typer.Option("--compile-data", hidden=True)] = "suite:compile",
@@ -195,13 +196,18 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
                   highlight=False)
     program = None
     test_record = None
-    with run_errors(ValueError), lm_setup.server, dspy_context(lm_setup.config), \
-            CallFailures(parse_retries, stop_after).active():
-        if passed:
-            program = candidate(study.bases, study.pool, picked.params, result.instructions or None)
-            test_record = judge_test_part(program, study.bases["seed"], test, chosen_price,
-                                          threads=threads or lm_setup.threads,
-                                          log=lambda message: err.print(message, highlight=False))
+    try:
+        with run_errors(ValueError), lm_setup.server, dspy_context(lm_setup.config), \
+                CallFailures(parse_retries, stop_after).active():
+            if passed:
+                program = candidate(study.bases, study.pool, picked.params, result.instructions or None)
+                test_record = judge_test_part(program, study.bases["seed"], test, chosen_price,
+                                              threads=threads or lm_setup.threads,
+                                              log=lambda message: err.print(message, highlight=False))
+    except KeyboardInterrupt:
+        err.print("interrupted while judging the test part: the study is stored and the LM answers cached (unless --no-cache); rerun "
+                  "the same command to finish", highlight=False)
+        raise typer.Exit(130) from None
     fitted = fitted_on_of(picked, study, pooled, data_dir)
     # Whether label probabilities came: asked of an endpoint that gives none, the answers carry none (the test part
     # says); a program decides by the judge's labels and the evidence cues alone then.

@@ -1,5 +1,5 @@
 """One rule for claims and turns, and the gate a rule-compiled program must pass, computed from a recorded probe (no
-LM call): the arithmetic that ``vista compile --optimizer rule --probe DIR`` and ``benchmarks/rule_table.py`` run.
+LM call): the arithmetic that ``vista compile --probe DIR`` and ``benchmarks/rule_table.py`` run.
 
 - ``fit_for_turns`` (``"threshold"``): the rule's models fitted on the claims of some turns, then two thresholds
   chosen on cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for

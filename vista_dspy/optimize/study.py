@@ -378,6 +378,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
           + list(queued),
           {choice.name for choice in space})
     bases = bases or {}
+    spent = [0.0]  # what this session's trials cost so far, in the price's raw unit (seconds, dollars)
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         params = suggest(trial, space, bases) if bases else {c.name: c.suggest(trial) for c in space}
@@ -389,8 +390,10 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
             raise
         outcome = measure(data, verdicts, price, seed=seed)
         trial.set_user_attr("outcome", outcome.model_dump(mode="json"))
+        spent[0] += sum(outcome.cost_by_dialogue)
         log(f"trial {trial.number}: balanced accuracy {outcome.balanced_accuracy:.3f} "
-            f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}")
+            f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}; this session so far "
+            + (f"${spent[0]:,.2f}" if price.name == "dollars" else f"{spent[0]:,.0f} s of server time"))
         return outcome.balanced_accuracy, outcome.cost
 
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)

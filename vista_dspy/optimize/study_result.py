@@ -2,7 +2,7 @@
 and their intervals, and the item-wise record that lets any two trials be paired again (turn letters, hashed claim
 keys, costs per dialogue; no dataset text). From it alone, with no LM and no optuna storage: the Pareto front
 (optuna's own, ``front``), the most accurate front trial within a budget (``pick``), and its gate against the seed
-trial (``gate``, ``seed_gate``) -- what ``vista compile --budget`` and the study page read.
+trial (``gate``, ``gate.seed_gate``) -- what ``vista compile --budget`` and the study page read.
 """
 
 from __future__ import annotations
