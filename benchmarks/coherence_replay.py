@@ -30,11 +30,11 @@ from vista_dspy.compiled.files import compiled_dir, read_program
 from vista_dspy.data import load_dialogues
 from vista_dspy.decision import DecisionRule
 from vista_dspy.evidence import CHECKS, CUES, TurnEvidence
+from vista_dspy.experiments.paired_table import matched_claim_scores
 from vista_dspy.grounding import sentence_units, uncovered_sentences
-from vista_dspy.optimize.paired_table import matched_claim_scores
-from vista_dspy.optimize.probe_records import read_probe
-from vista_dspy.optimize.rule_fitting import fit_rule, replay, scores, with_cascade
-from vista_dspy.optimize.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, two_fold
+from vista_dspy.optimize.rules.probe_records import read_probe
+from vista_dspy.optimize.rules.rule_fitting import fit_rule, replay, scores, with_cascade
+from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, two_fold
 from vista_dspy.schema import UNSAFE_CATEGORIES
 
 REPO = Path(__file__).resolve().parents[1]

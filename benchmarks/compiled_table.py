@@ -27,8 +27,8 @@ from vista_dspy.data import PARTS, data_dir, load_dialogues, part_of
 from vista_dspy.lm.clients.cache import use_cache_for
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED
+from vista_dspy.optimize.demos import claim_scores, safe
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.probing import claim_scores, safe
 from vista_dspy.run.runner import Threads, evaluate
 
 DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"

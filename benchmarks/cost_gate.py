@@ -35,12 +35,12 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.decision import UNSAFE_CATEGORIES
 from vista_dspy.grounding import sentence_units
 from vista_dspy.optimize.gate import PairedTest
-from vista_dspy.optimize.judged_turns import UNSAFE_GOLD
 from vista_dspy.optimize.metrics import match_claims
-from vista_dspy.optimize.probe_compile import RECIPES, recipe_of
-from vista_dspy.optimize.probe_records import read_probe
-from vista_dspy.optimize.rule_fitting import TurnDecision, replay
-from vista_dspy.optimize.rule_gate import (
+from vista_dspy.optimize.rules.judged_turns import UNSAFE_GOLD
+from vista_dspy.optimize.rules.probe_compile import RECIPES, recipe_of
+from vista_dspy.optimize.rules.probe_records import read_probe
+from vista_dspy.optimize.rules.rule_fitting import TurnDecision, replay
+from vista_dspy.optimize.rules.rule_gate import (
     cascade_choice,
     paired_turns,
     seed_decisions,

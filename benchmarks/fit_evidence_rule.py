@@ -25,10 +25,10 @@ from vista_dspy.compiled.files import EVIDENCE_PROGRAM, compiled_dir, read_progr
 from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.evidence import CUES, evidence_of
 from vista_dspy.optimize.compile import data_record
-from vista_dspy.optimize.cross_fitting import folds
 from vista_dspy.optimize.gate import ProgramMeta
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.rule_fitting import cross_fitted, fit_rule, replay, scores
+from vista_dspy.optimize.rules.cross_fitting import folds
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_rule, replay, scores
 
 SAFE = ("VERIFIED", "OUT-OF-SCOPE")
 

@@ -1,7 +1,7 @@
 """Record a real-model probe as committed data: the run folder of a program run as users run it (``vista evaluate
 dev.json --program P --out RUN_DIR``: its own Decompose, coverage and store, label probabilities on) becomes
 ``benchmarks/probes/NAME/`` with ``turns.jsonl`` (no dataset text: ids, the model's claims, cues, probabilities,
-labels, matched judgements; see ``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, the
+labels, matched judgements; see ``vista_dspy.optimize.rules.probe_records``) and ``probe.json`` (command, commit, the
 program's name and content hash from the run's ``run.json``, model, date, data sha256, wall time, LM calls and tokens
 per stage and per judged turn).
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from decision_probe import DEFAULT_DATA
 
 from vista_dspy.data import load_dialogues, part_of
-from vista_dspy.optimize.judged_turns import turns_of
-from vista_dspy.optimize.probe_records import write_probe
+from vista_dspy.optimize.rules.judged_turns import turns_of
+from vista_dspy.optimize.rules.probe_records import write_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Usage
 

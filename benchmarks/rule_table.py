@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 
 from vista_dspy.evidence import CUES
-from vista_dspy.optimize.paired_table import matched_claim_scores, paired_markdown, paired_numbers
-from vista_dspy.optimize.probe_records import read_probe
-from vista_dspy.optimize.rule_fitting import fit_rule
-from vista_dspy.optimize.rule_gate import (
+from vista_dspy.experiments.paired_table import matched_claim_scores, paired_markdown, paired_numbers
+from vista_dspy.optimize.rules.probe_records import read_probe
+from vista_dspy.optimize.rules.rule_fitting import fit_rule
+from vista_dspy.optimize.rules.rule_gate import (
     cascade_choice,
     choose_turn_model_rule,
     choose_two_threshold_rule,

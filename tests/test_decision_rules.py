@@ -18,8 +18,8 @@ from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CHECKS, CUES, TurnEvidence
 from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 
@@ -237,7 +237,7 @@ def test_an_endpoint_without_probabilities_gets_the_evidence_rule_and_the_cli_sa
 
 # ---- the rule optimizer -----------------------------------------------------------------------------------------------
 def test_the_rule_optimizer_fits_on_decomposed_claims(dev_file):
-    from vista_dspy.optimize.rule_fitting import compile_rule
+    from vista_dspy.optimize.rules.rule_fitting import compile_rule
 
     dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
     with FakeOpenAIServer() as server:

@@ -159,6 +159,13 @@ def test_the_graph_reads_every_kind_of_import():
     assert "run.judge_metric" in GRAPH[""] and "lm.clients.cache" in GRAPH["lm.clients"]
 
 
+def test_optimize_holds_at_most_15_modules_by_concern_and_one_gate():
+    """Issue 61: the study, the rules, one gate; its faces aside."""
+    modules = [p for p in (PACKAGE / "optimize").rglob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= 15, sorted(str(p.relative_to(PACKAGE)) for p in modules)
+    assert [p.name for p in modules if "gate" in p.stem and p.parent.name == "optimize"] == ["gate.py"]
+
+
 def test_no_import_circles():
     assert circles(GRAPH) == []
 

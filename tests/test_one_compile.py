@@ -118,7 +118,7 @@ def test_the_demo_pool_is_built_only_when_a_trial_reads_it():
 
 def test_a_study_whose_trials_read_no_pool_makes_no_pool_call(tmp_path, parts):
     """A study over a pool none of whose trials reads it (here the seed alone): no pool call, no pool record."""
-    from vista_dspy.optimize.study_result import StudyResult
+    from vista_dspy.optimize.study.result import StudyResult
 
     requests = {}
     for pool in (parts[3], "none"):  # a pool of the test file's dialogues, or none at all

@@ -138,9 +138,9 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     from ..data import InputError
     from ..lm.models import program_name_for
     from ..optimize.compile import estimate, judge_test_part
-    from ..optimize.pricing import price_for, price_named
+    from ..optimize.metrics import price_for, price_named
     from ..optimize.study import candidate
-    from ..optimize.study_result import SEED_MARK
+    from ..optimize.study.result import SEED_MARK
     from ..program import Vista
     from .study import _command_line, priced_study
     from .train_dev import default_train, objective_data, pool_dialogues
@@ -231,8 +231,8 @@ def _compile_from_probe(probe: Path, base_probe: Path | None, *, model: str | No
     """``vista compile --probe``: the rule chosen and gated on a recorded probe, with no LM."""
     from ..lm.models import program_name_for
     from ..optimize.compile import save_compiled
-    from ..optimize.probe_compile import compile_from_probe
-    from ..optimize.probe_records import ProbeError
+    from ..optimize.rules.probe_compile import compile_from_probe
+    from ..optimize.rules.probe_records import ProbeError
 
     name = name or program_name_for(model)
     try:
@@ -256,7 +256,7 @@ def _compile_within_budget(path: Path, budget: float | None, number: int | None,
     seed trial on the study's turns (no LM), then built and saved if it passes (``--trial N``: that trial instead).
     An LM is needed only to rebuild the demo pool of a trial that reads pool demos."""
     from ..lm.models import program_name_for
-    from ..optimize.study_result import SEED_MARK, StudyResult
+    from ..optimize.study.result import SEED_MARK, StudyResult
 
     try:
         result = StudyResult.load(path)

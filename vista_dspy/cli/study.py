@@ -146,7 +146,7 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model, program_name_for
     from ..optimize.demos import LazyPool
-    from ..optimize.pricing import price_for, price_named
+    from ..optimize.metrics import price_for, price_named
     from ..optimize.study import (
         DESIGNS,
         INSTRUCTIONS,
@@ -156,8 +156,8 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
         run_study,
         search_space,
     )
-    from ..optimize.study_result import export as export_result
-    from ..optimize.study_result import starting_programs, widen_space
+    from ..optimize.study.result import export as export_result
+    from ..optimize.study.result import starting_programs, widen_space
     from ..program import Vista
 
     try:
@@ -244,7 +244,7 @@ def default_storage(study_name: str) -> str:
 
 def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None:
     """--from-result: rebuild the study in ``storage`` from its committed result, unless the storage holds it."""
-    from ..optimize.study_result import StudyResult, restore
+    from ..optimize.study.result import StudyResult, restore
 
     try:
         result = StudyResult.load(path)
@@ -261,7 +261,7 @@ def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None
 def _queued(text: str, trials, study_name: str, space) -> tuple[str, dict, dict, str]:
     """One --queue: (name, the recorded trial's choices, the change, the change in words) for ``run_study``;
     ``trials``: the study's trials so far."""
-    from ..optimize.study_plan import LATER_CHOICES, trial_params
+    from ..optimize.study.plan import LATER_CHOICES, trial_params
 
     number, _, changes = text.partition(":")
     choices = {c.name: c for c in space}
@@ -308,7 +308,7 @@ def _interrupt_resumes(storage: str, study_name: str, export: Path | None = None
     except KeyboardInterrupt:
         import optuna
 
-        from ..optimize.study_result import export as export_result
+        from ..optimize.study.result import export as export_result
 
         try:
             study = optuna.load_study(study_name=study_name, storage=storage)
@@ -341,7 +341,7 @@ def _command_line(context) -> str:
 
 def _print_front(result) -> None:
     """The Pareto front, cheapest first, on stdout."""
-    from ..optimize.study_result import budget_range
+    from ..optimize.study.result import budget_range
 
     console = Console()
     unit = result.price_model.unit
@@ -365,7 +365,7 @@ def study_page_command(
     """The study page from committed study results, with no LM: each study's trials and Pareto front, the seed and
     the shipped program marked, the front's table with both objectives and their intervals, what each choice did."""
     from ..experiments.study_page import write_study_page
-    from ..optimize.study_result import StudyResult
+    from ..optimize.study.result import StudyResult
 
     try:
         loaded = [StudyResult.load(path) for path in results]

@@ -80,7 +80,7 @@ def _trial_meta(result, trial, program, verdict, name: str, budget: float | None
                 extra: dict):
     """The ``ProgramMeta`` of a study trial (``program``: the program built from it, None when nothing is saved)."""
     from ..optimize.gate import ProgramMeta
-    from ..optimize.study_result import SEED_MARK
+    from ..optimize.study.result import SEED_MARK
 
     seed = result.marked(SEED_MARK)
     ruled = program is not None and program.rule is not None

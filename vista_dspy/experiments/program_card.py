@@ -20,7 +20,7 @@ def _number(value: Any, digits: int = 3) -> str:
 def card_sections(meta: dict[str, Any], result: Any | None = None) -> list[Section]:
     """The card's sections, in order (``result``: the study's ``StudyResult``, for its front and no-LM tier)."""
     from ..optimize.study import NO_CASCADE
-    from ..optimize.study_plan import NO_LM_BAND
+    from ..optimize.study.plan import NO_LM_BAND
 
     settings = meta.get("settings") or {}
     saved = meta.get("saved", True)

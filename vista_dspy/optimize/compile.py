@@ -1,7 +1,7 @@
 """The one compile (``vista compile --model M``): what a compile costs before any call (``estimate``), the test
 part judged once (``judge_test_part``), what a compiled program was fitted on (``fitted_on``, ``check_fitted_on``), and
 saving a program with its meta beside it (``save_compiled``). The study that chooses (``study``), its pick within a
-budget and its gate against the seed (``study_result``, ``gate``) are their own modules.
+budget and its gate against the seed (``study``, ``gate``) are their own modules.
 """
 
 from __future__ import annotations
