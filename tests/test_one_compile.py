@@ -42,6 +42,20 @@ def test_dry_run_prints_the_estimate_and_makes_no_lm_call(parts):
         done.stdout
 
 
+def test_the_embedded_model_s_dry_run_needs_neither_its_weights_nor_its_server(parts, monkeypatch):
+    import vista_dspy.cli.compile as compile_cli
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was set up")
+
+    monkeypatch.setattr(compile_cli, "model_setup", no_model)
+    done = CliRunner().invoke(app, ["compile", "--model", "local", "--trials", "2", "--dry-run", *parts])
+    assert done.exit_code == 0, done.output
+    # 2 trials x 6 compile turns + 2 x 4 test turns, at the seed's measured 14.97 s per judged turn on the 1.5B
+    assert done.stdout.startswith("estimate: 20 judged turns, ") and "; 0.1 hours of server time" in done.stdout
+    assert "14.97 s per judged turn on local" in done.stdout
+
+
 def test_a_hosted_model_s_estimate_is_in_dollars_from_litellm_s_price_map(parts):
     done = CliRunner().invoke(app, ["compile", "--model", "openai/gpt-4o-mini", "--trials", "2", "--dry-run", *parts])
     assert done.exit_code == 0, done.output

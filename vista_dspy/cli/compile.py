@@ -157,16 +157,20 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     shared = {d.id for d in test.dialogues} & ({d.id for d in data.dialogues} | {d.id for d in (pooled or [[]])[0]})
     if shared:
         raise fail(f"the test part shares dialogues with what the compile chooses or fits on (e.g. {min(shared)})")
-    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
     name = name or program_name_for(model)
+    if dry_run:  # no model is set up (no weights looked for, no server): the estimate asks nothing of it
+        for line in estimate(Vista.from_program(None), data.dialogues, test.dialogues, trials=trials,
+                             model=_model_string(model), price_name=chosen_price.name,
+                             model_name=program_name_for(model)).describe():
+            sys.stdout.write(line + "\n")
+        return
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens,
                 "label_probabilities": lm_setup.label_probabilities}
     found = estimate(Vista.from_program(None, **endpoint), data.dialogues, test.dialogues, trials=trials,
                      model=lm_setup.config.model, price_name=chosen_price.name, model_name=program_name_for(model))
     for line in found.describe():
-        (sys.stdout.write(line + "\n") if dry_run else err.print(line, highlight=False))
-    if dry_run:
-        return
+        err.print(line, highlight=False)
     command = _command_line(context)
     study = priced_study(lm_setup, data, pooled, model=model, api_base=api_base, trials=trials,
                          storage=storage, study_name=f"compile-{name}-{len(data.dialogues)}-seed{seed}", seed=seed,
@@ -224,6 +228,13 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     path = save_trial(result, picked, program, verdict, name, budget, out_dir, extra=extra)
     err.print(f"program card: {path.with_name(f'{name}.card.md')}", highlight=False)
     sys.stdout.write(f"{path}\n")
+
+
+def _model_string(model: str | None) -> str:
+    """The litellm string a model name stands for (a short name of `vista models`, or the string itself)."""
+    from ..lm.models import MODELS
+
+    return MODELS[model].model if model in MODELS else model or "local"
 
 
 def _compile_from_probe(probe: Path, base_probe: Path | None, *, model: str | None, name: str | None,
