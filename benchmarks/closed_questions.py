@@ -48,7 +48,7 @@ from vista_dspy.data.suite import group_id, load_suite
 from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.experiments.instrument import probe_turns
 from vista_dspy.grounding import content_words, sentence_units, split_sentences
-from vista_dspy.optimize.instrument import anchored_gate, system_table
+from vista_dspy.optimize.gate import anchored_gate, system_table
 from vista_dspy.optimize.metrics import recall_mean
 from vista_dspy.scoring import UNSAFE_CATEGORIES
 

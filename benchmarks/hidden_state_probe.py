@@ -53,7 +53,7 @@ from closed_questions import (
 
 from vista_dspy.data.suite import group_id
 from vista_dspy.experiments.instrument import probe_turns
-from vista_dspy.optimize.instrument import anchored_gate, system_table
+from vista_dspy.optimize.gate import anchored_gate, system_table
 
 CHAT = "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 SHIPPED = {"seed": "suite-local-1.5b-seed", "default": "suite-local-1.5b-band", "no-lm": "suite-no-lm"}

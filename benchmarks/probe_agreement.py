@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from vista_dspy.optimize.probe_records import read_probe
+from vista_dspy.optimize.rules.probe_records import read_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 
 PROBES = Path(__file__).parent / "probes"

@@ -1,7 +1,7 @@
 """Record a real-model probe as committed data: the run folder of a program run as users run it (``vista evaluate
 dev.json --program P --out RUN_DIR``: its own Decompose, coverage and store, label probabilities on) becomes
 ``benchmarks/probes/NAME/`` with ``turns.jsonl.gz`` (gzipped JSON Lines, no dataset text: ids, the model's claims, cues, probabilities,
-labels, matched judgements; see ``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, the
+labels, matched judgements; see ``vista_dspy.optimize.rules.probe_records``) and ``probe.json`` (command, commit, the
 program's name and content hash from the run's ``run.json``, model, date, data sha256, wall time, LM calls and tokens
 per stage and per judged turn).
 
@@ -9,7 +9,7 @@ per stage and per judged turn).
         --commit f02bc3d --date 2026-12-02 --seconds 2910
 
 The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
-(``vista compile --optimizer rule --probe``, ``benchmarks/probe_agreement.py``) read the record alone.
+(``vista compile --probe``, ``benchmarks/probe_agreement.py``) read the record alone.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.data.location import data_dir
 from vista_dspy.data.records import compress
-from vista_dspy.optimize.judged_turns import turns_of
-from vista_dspy.optimize.probe_records import write_probe
+from vista_dspy.optimize.rules.judged_turns import turns_of
+from vista_dspy.optimize.rules.probe_records import write_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Usage
 

@@ -19,8 +19,9 @@ DEV_FILE = SHARED_DATA / "vista_human_eval" / "dev.json"
 
 @pytest.fixture(autouse=True)
 def _no_lm_cache(tmp_path, monkeypatch):
-    """No test reads or writes the user's LM cache."""
+    """No test reads or writes the user's LM cache, nor the user's programs folder."""
     monkeypatch.setenv("VISTA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("VISTA_PROGRAMS", str(tmp_path / "programs"))
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     yield
 

@@ -15,9 +15,9 @@ from vista_dspy.grounding import content_words, uncovered_sentences
 from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.lm.fake import AsyncRuleEngine, RuleEngine, rule_lm
 from vista_dspy.optimize.gate import Gate, PairedTest
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.probe_records import read_probe, write_probe
-from vista_dspy.optimize.rule_fitting import replay
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.probe_records import read_probe, write_probe
+from vista_dspy.optimize.rules.rule_fitting import replay
 from vista_dspy.signatures import ClaimList, decompose_bound
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
@@ -206,7 +206,7 @@ def test_a_recorded_probe_reads_back_to_the_same_turns_and_holds_no_added_senten
 @pytest.mark.skipif(not record_exists(PROBE / "turns.jsonl"), reason="no recorded probe in benchmarks/probes/")
 def test_the_committed_probe_replays_to_the_shipped_rule():
     from vista_dspy.compiled.files import compiled_dir
-    from vista_dspy.optimize.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, with_cascade
+    from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, with_cascade
 
     shipped = compiled_dir() / "local.json"
     if not shipped.is_file():
@@ -243,7 +243,7 @@ def test_a_replayed_turn_with_content_but_no_claim_is_unknown_as_the_live_judge_
 
 
 def test_a_probe_that_does_not_record_the_program_it_would_compile_is_refused(tmp_path):
-    from vista_dspy.optimize.probe_compile import NotLive, compile_from_probe
+    from vista_dspy.optimize.rules.probe_compile import NotLive, compile_from_probe
 
     rows = [ClaimRow("Lisbon is a capital.", dict.fromkeys(CUES, 0.0), None, None, "VERIFIED", "VERIFIED")]
     turns = [TurnRows("a", 1, "faithful", rows), TurnRows("b", 1, "faithful", rows)]

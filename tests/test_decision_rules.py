@@ -18,8 +18,8 @@ from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CHECKS, CUES, TurnEvidence
 from vista_dspy.lm.fake import FakeOpenAIServer
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_model, fit_rule, replay, turn_scores
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 
@@ -237,19 +237,15 @@ def test_an_endpoint_without_probabilities_gets_the_evidence_rule_and_the_cli_sa
 
 
 # ---- the rule optimizer -----------------------------------------------------------------------------------------------
-def test_the_rule_optimizer_fits_on_decomposed_claims_and_gates(dev_file):
-    from vista_dspy.optimize.compile import compile_program
+def test_the_rule_optimizer_fits_on_decomposed_claims(dev_file):
+    from vista_dspy.optimize.rules.rule_fitting import compile_rule
 
     dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
     with FakeOpenAIServer() as server:
         lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            result = compile_program(dialogues[:12], dialogues[12:16], optimizer="rule", alpha=1.0)
-    choice = result.meta.choice
+            program, choice = compile_rule(Vista.from_program(None), dialogues[:12], alpha=1.0)
     assert choice["chosen"] == "evidence"  # the fake server's probabilities add nothing to its cues
-    assert result.program.rule is not None and result.meta.rule == result.program.rule.model_dump(mode="json")
-    assert result.program.rule.fitted["turns"] == choice["turns"] == 12
+    assert program.rule is not None and program.rule.fitted["turns"] == choice["turns"] == 12
     # Demos stay the base's.
-    assert [dict(d) for d in result.program.verify.demos] == [dict(d) for d in Vista.from_program(None).verify.demos]
-    assert (result.meta.gate["turns"]["items"], result.meta.gate["claims"]["items"]) == (4, 21)
-    assert json.loads(json.dumps(result.meta.model_dump()))
+    assert [dict(d) for d in program.verify.demos] == [dict(d) for d in Vista.from_program(None).verify.demos]

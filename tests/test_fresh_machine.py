@@ -40,13 +40,14 @@ def fetched(tmp_path, monkeypatch):
 
 def test_vista_compile_reads_the_fetched_development_half_from_the_cache(tmp_path, fetched):
     with FakeOpenAIServer() as server:
-        result = runner.invoke(app, ["compile", "--model", "openai/fake", "--api-base", server.url, "--optimizer",
-                                     "labeled", "--demos", "decompose=1,verify=1,categorize=1", "--n-train", "4",
-                                     "--n-dev", "2", "--out-dir", str(tmp_path / "programs"), "--no-cache",
-                                     "--always-save"])
+        result = runner.invoke(app, ["compile", "--model", "openai/fake", "--api-base", server.url, "--compile-data",
+                                     "vista-human:select", "--test-data", "vista-human:pool", "--pool-data", "none",
+                                     "--n-dev", "2", "--n-test", "2", "--trials", "1", "--out-dir",
+                                     str(tmp_path / "programs"), "--storage", f"sqlite:///{tmp_path / 's.db'}",
+                                     "--no-cache"])
     assert result.exit_code == 0, result.output
-    meta = json.loads((tmp_path / "programs" / "openai_fake.meta.json").read_text())
-    assert (meta["train"]["path"], meta["dev"]["path"]) == (str(fetched), str(fetched))
+    assert (tmp_path / "programs" / "openai_fake.card.md").is_file()
+    assert "2 dialogues (vista-human:select" in " ".join(result.output.split())  # read by name, from the cache
 
 
 def test_vista_benchmark_reads_the_fetched_development_half_from_the_cache(tmp_path, fetched):
@@ -90,5 +91,6 @@ def test_with_an_empty_home_and_no_data_compile_stops_before_any_model_naming_vi
     result = runner.invoke(app, ["compile", "--model", "local"])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
-    assert "run `vista data get vista-human`" in text and "Traceback" not in result.output
+    # The suite's compile part is read first: its first dataset is named.
+    assert "run `vista data get begin`" in text and "Traceback" not in result.output
     assert not result.exception or isinstance(result.exception, SystemExit)

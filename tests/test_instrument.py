@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from vista_dspy.cli import app
 from vista_dspy.data.suite import PARTS, group_id_of, load_suite, part_of_group, read_suite
-from vista_dspy.optimize.instrument import anchored_gate, system_table
+from vista_dspy.optimize.gate import anchored_gate, system_table
 from vista_dspy.optimize.metrics import balanced_accuracy
 from vista_dspy.schema import ClaimVerdict, DialogueVerdict, TurnVerdict
 

@@ -22,10 +22,16 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.lm.clients.timings import TimedLM
 from vista_dspy.lm.fake import RuleEngine
 from vista_dspy.optimize import study as studies
-from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_difference, balanced_accuracy_interval
-from vista_dspy.optimize.pricing import DOLLARS, SERVER_TIME, PriceError
-from vista_dspy.optimize.study_plan import trial_params
-from vista_dspy.optimize.study_result import StudyResult, export, restore
+from vista_dspy.optimize.metrics import (
+    DOLLARS,
+    SERVER_TIME,
+    PriceError,
+    balanced_accuracy,
+    balanced_accuracy_difference,
+    balanced_accuracy_interval,
+)
+from vista_dspy.optimize.study.plan import trial_params
+from vista_dspy.optimize.study.result import StudyResult, export, restore
 from vista_dspy.program import Vista
 from vista_dspy.schema import Usage, UsageCounts
 
@@ -186,8 +192,10 @@ def test_compile_budget_picks_the_most_accurate_front_trial_and_refuses_one_losi
 
     nothing = compile_within(none.cost / 2)
     assert nothing.exit_code == 2 and "no front trial" in nothing.output
-    alone = runner.invoke(app, ["compile", "--budget", "1"])
-    assert alone.exit_code == 2 and "--study takes one of --budget" in alone.output
+    alone = runner.invoke(app, ["compile", "--trial", "1"])
+    assert alone.exit_code == 2 and "--trial takes --study" in alone.output
+    both = runner.invoke(app, ["compile", "--study", str(path), "--trial", "1", "--budget", "1"])
+    assert both.exit_code == 2 and "--study takes one of --budget" in both.output
 
 
 def test_compile_trial_builds_the_trial_asked_for_on_the_front_or_off_it_and_gates_it_likewise(tmp_path, data):
@@ -395,7 +403,7 @@ def test_an_interrupted_study_says_how_to_resume_exits_130_and_the_rerun_complet
 def test_the_seed_gate_compares_claims_only_over_two_dialogues_or_more():
     """A sentences program shares few claim keys with the seed's decomposed claims: one dialogue's worth cannot be
     resampled, so the claims are not compared (and the gate stands on the turns), where it used to crash."""
-    from vista_dspy.optimize.seed_gate import seed_gate
+    from vista_dspy.optimize.gate import seed_gate
 
     turns = [("a", "h"), ("b", "f"), ("c", "h"), ("d", "f")]
     one = seed_gate(turns, "hfhf", "hhhf", candidate_claims={"a#0#x": "uu", "a#0#y": "ss"},
@@ -599,7 +607,7 @@ def test_cli_study_from_result_rebuilds_a_lost_store_and_refuses_another_study_s
 def test_a_study_whose_choices_gained_values_is_rebuilt_under_them_and_resumes(tmp_path, data):
     """Optuna fixes a categorical choice's values per study: a study begun before a value was added (a new cascade
     band) is rebuilt under today's choices with its trials kept, and then samples and queues the new value."""
-    from vista_dspy.optimize.study_result import widen_space
+    from vista_dspy.optimize.study.result import widen_space
 
     data, _ = data
     storage = f"sqlite:///{tmp_path / 'study.db'}"
@@ -625,7 +633,7 @@ def test_a_study_whose_choices_gained_values_is_rebuilt_under_them_and_resumes(t
 def test_a_trial_that_failed_while_suggesting_is_queued_again_with_all_it_was_queued_with():
     """A trial can fail halfway through its choices (optuna refusing one); it is queued again with the choices it
     was queued with, not only those it had suggested, and keeps its design."""
-    from vista_dspy.optimize.study_plan import requeue_unfinished
+    from vista_dspy.optimize.study.plan import requeue_unfinished
 
     study = optuna.create_study(directions=["maximize", "minimize"])
     study.enqueue_trial({"units": "claims", "cascade": "0.40-0.60"}, user_attrs={"design": "a narrower band"})
@@ -641,7 +649,7 @@ def test_a_trial_that_failed_while_suggesting_is_queued_again_with_all_it_was_qu
 def test_a_trial_that_failed_before_a_choice_existed_is_queued_again_at_its_old_value_not_sampled():
     """A failed trial from before the instructions choice did what 'base' does: requeued, it is fixed at 'base',
     not left for the sampler to draw (which once measured a 'sentences' design with terse instructions)."""
-    from vista_dspy.optimize.study_plan import requeue_unfinished
+    from vista_dspy.optimize.study.plan import requeue_unfinished
 
     study = optuna.create_study(directions=["maximize", "minimize"])
     study.enqueue_trial({"units": "sentences"}, user_attrs={"design": "seed, but sentences"})
@@ -666,7 +674,7 @@ def test_a_failed_trial_whose_requeue_completed_is_not_queued_again_on_the_next_
     """A failed trial rebuilt from a result keeps only the choices it had suggested; once its requeue (same design,
     those choices and more) has completed, a later resume queues nothing (the 1.5B's trial 18 was queued a second
     time so, and the sampler drew the band it lacked)."""
-    from vista_dspy.optimize.study_plan import requeue_unfinished
+    from vista_dspy.optimize.study.plan import requeue_unfinished
 
     study = optuna.create_study(directions=["maximize", "minimize"])
     units = optuna.distributions.CategoricalDistribution(["claims", "sentences"])

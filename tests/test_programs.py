@@ -103,6 +103,34 @@ def test_a_program_file_from_before_options_were_saved_takes_them_from_its_meta(
     assert old.options.use_context and old.options.claim_calls == "batched" and old.rule is None
 
 
+def test_a_program_is_found_by_name_in_the_users_folder_first_then_among_the_shipped(tmp_path, monkeypatch):
+    from vista_dspy.compiled.files import compiled_dir, program_path, programs_dir, saved_programs
+    from vista_dspy.lm.models import program_for_model
+
+    monkeypatch.setenv("VISTA_PROGRAMS", str(tmp_path / "mine"))
+    assert programs_dir() == tmp_path / "mine"
+    assert program_path("local") == ("local", compiled_dir() / "local.json")  # nothing of the user's yet
+    assert program_for_model("openai/my-model") == "seed"
+    saved_batched_program(tmp_path / "mine" / "local.json")
+    saved_batched_program(tmp_path / "mine" / "openai_my-model.json")
+    assert program_path("local") == ("local", tmp_path / "mine" / "local.json")  # the user's hides the shipped
+    assert Vista.for_model("openai/my-model").options.claim_calls == "batched"
+    listed = dict(saved_programs())
+    assert listed["local"] == tmp_path / "mine" / "local.json" and listed["seed"] == compiled_dir() / "seed.json"
+    with pytest.raises(FileNotFoundError, match="nor nowhere.json in .*mine"):
+        program_path("nowhere")
+
+
+def test_the_users_programs_live_in_the_user_data_folder_unless_vista_programs_says(monkeypatch, tmp_path):
+    from vista_dspy.compiled.files import compiled_dir, programs_dir
+
+    monkeypatch.delenv("VISTA_PROGRAMS")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr("sys.platform", "linux")
+    assert programs_dir() == tmp_path / "data" / "vista-dspy" / "programs"
+    assert not programs_dir().is_relative_to(compiled_dir().parent)
+
+
 def test_from_program_applies_saved_options_and_a_change_wins(tmp_path):
     path = saved_batched_program(tmp_path / "p.json")
     judge = Vista.from_program(path)
@@ -123,15 +151,8 @@ def test_vista_benchmark_applies_a_programs_saved_options(tmp_path, dev_file):
     assert engine.inputs_of("verify_batch") and not engine.inputs_of("verify")
 
 
-def test_a_program_compiled_in_batched_mode_is_judged_batched_by_vista_evaluate(tmp_path, dev_file):
-    from vista_dspy.optimize.compile import compile_program, save_compiled
-
-    dialogues = load_dialogues(dev_file)
-    base = Vista.from_program(None, claim_calls="batched")
-    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()):
-        result = compile_program(dialogues[:6], dialogues[6:8], optimizer="labeled", base=base,
-                                 budgets={"decompose": 1, "verify": 1, "categorize": 1})
-    path = save_compiled(result, "batched-model", tmp_path)
+def test_a_program_saved_in_batched_mode_is_judged_batched_by_vista_evaluate(tmp_path, dev_file):
+    path = saved_batched_program(tmp_path / "batched-model.json")
     assert read_program(path).options["claim_calls"] == "batched"
     with FakeOpenAIServer() as server:
         out = CliRunner().invoke(app, ["evaluate", str(dev_file), "--model", "hosted_vllm/fake", "--api-base",
@@ -139,7 +160,7 @@ def test_a_program_compiled_in_batched_mode_is_judged_batched_by_vista_evaluate(
                                        str(tmp_path / "run"), "--no-cache"])
         assert out.exit_code == 0, out.output
         assert server.engine.inputs_of("verify_batch") and not server.engine.inputs_of("verify")
-    assert "applies its saved options: claim_calls=batched" in " ".join(out.output.split())
+    assert "claim_calls=batched" in " ".join(out.output.split())
     verdicts = [json.loads(line) for line in (tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()]
     assert {v["options"]["claim_calls"] for v in verdicts} == {"batched"}
 

@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 from vista_dspy import Category, Vista
 from vista_dspy.cli import app
 from vista_dspy.grounding import sentence_units
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.probe_compile import NotLive, probe_program
-from vista_dspy.optimize.probe_records import read_probe, write_probe
-from vista_dspy.optimize.rule_gate import claim_key
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.probe_compile import NotLive, probe_program
+from vista_dspy.optimize.rules.probe_records import read_probe, write_probe
+from vista_dspy.optimize.rules.rule_gate import claim_key
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from vista_dspy.data import load_dialogues, part_of
 from vista_dspy.optimize.metrics import decomposition_agreement
-from vista_dspy.program import Vista
 from vista_dspy.schema import Category, ClaimVerdict, DialogueVerdict, TurnVerdict
 
 
@@ -49,14 +48,3 @@ def test_decomposition_agreement_matches_claims_and_compares_their_categories(di
     assert result.f1 == pytest.approx(2 * len(human) / (2 * len(human) + 1))
 
 
-def test_an_interrupted_scoring_is_not_a_score(dialogues):
-    import dspy
-
-    from vista_dspy.lm.fake import RuleEngine, rule_lm
-    from vista_dspy.optimize.dev_score import score
-
-    def interrupt(message):
-        raise KeyboardInterrupt  # Ctrl-C after the first dev dialogue
-
-    with dspy.context(lm=rule_lm(RuleEngine()), adapter=dspy.JSONAdapter()), pytest.raises(KeyboardInterrupt):
-        score(Vista.from_program(None), dialogues[:3], log=interrupt)

@@ -12,9 +12,9 @@ from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnFlip, TurnModel
 from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
-from vista_dspy.optimize.rule_gate import by_claim_count, turn_difference_interval
-from vista_dspy.optimize.turn_fitting import TurnExample, choose_turn_model, cross_fitted_log_likelihood
+from vista_dspy.optimize.rules.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
+from vista_dspy.optimize.rules.rule_gate import by_claim_count, turn_difference_interval
+from vista_dspy.optimize.rules.turn_fitting import TurnExample, choose_turn_model, cross_fitted_log_likelihood
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
 # One turn model for the tests: P(hallucinated) = sigmoid(logit(max P(unsafe)) - 2 log(number of claims)).
@@ -133,7 +133,7 @@ def test_the_turn_model_is_chosen_by_held_out_likelihood_and_sees_the_count_when
 
 
 def test_the_turn_models_choice_keeps_one_copy_of_a_turn_and_splits_by_dialogue():
-    from vista_dspy.optimize.turn_fitting import one_per_turn
+    from vista_dspy.optimize.rules.turn_fitting import one_per_turn
 
     pooled = [TurnExample((0.1,), True, "a", 1), TurnExample((0.2,), True, "a", 1), TurnExample((0.3,), False, "a", 3)]
     assert one_per_turn(pooled) == [pooled[0], pooled[2]]

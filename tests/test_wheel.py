@@ -121,7 +121,8 @@ def installed(tmp_path_factory):
                     "--disable-pip-version-check", str(wheel)], check=True)
     empty = work / "empty"
     empty.mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VISTA_", "VIRTUAL_ENV"))}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTHON", "VISTA_", "VIRTUAL_ENV", "XDG_"))}
     env.update(HOME=str(work / "home"), VISTA_CACHE_DIR=str(work / "cache"), HF_HUB_OFFLINE="1",
                PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
     return {"python": python, "vista": python.parent / "vista", "cwd": empty, "env": env, "wheel": wheel}
@@ -170,3 +171,43 @@ def test_vista_evaluate_judges_the_quick_start_file_with_no_lm_from_an_empty_fol
     summary = json.loads(done.stdout)
     assert (summary["dialogues"], summary["judged_turns"], summary["usage"]["total"]["calls"]) == (1, 2, 0)
     assert (installed["cwd"] / "vista-runs" / "quickstart__local__evidence" / "verdicts.jsonl").is_file()
+
+
+def test_compile_from_the_installed_read_only_package_writes_outside_it_and_finds_the_program_by_name(installed,
+                                                                                                      tmp_path):
+    """No command writes under the package: with the installed package's folder read-only, `vista compile` against
+    the fake OpenAI server writes program, meta and card into the user's programs folder (under the empty HOME),
+    and the program is then found by name."""
+    import stat
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers import vista_conversation
+
+    from vista_dspy.lm.fake import FakeOpenAIServer
+
+    compile_file, test_file = tmp_path / "compile.json", tmp_path / "test.json"
+    compile_file.write_text(json.dumps([vista_conversation("wow", i) for i in range(6)]))
+    test_file.write_text(json.dumps([vista_conversation("cmu", 100 + i) for i in range(4)]))
+    where = run(installed, installed["python"], "-c", "import vista_dspy, os; print(os.path.dirname(vista_dspy.__file__))")
+    package = Path(where.stdout.strip())
+    writable = {path: path.stat().st_mode for path in [package, *package.rglob("*")]}
+    for path, mode in writable.items():
+        path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        before = sorted(str(p.relative_to(package)) for p in package.rglob("*"))
+        with FakeOpenAIServer() as server:
+            done = run(installed, installed["vista"], "compile", "--model", "openai/fake", "--api-base", server.url,
+                       "--trials", "3", "--no-cache", "--compile-data", f"vista-human={compile_file}:all",
+                       "--test-data", f"vista-human={test_file}:all", "--pool-data", "none")
+        assert done.returncode == 0, done.stderr
+        programs = Path(installed["env"]["HOME"]) / ".local" / "share" / "vista-dspy" / "programs"
+        assert done.stdout == f"{programs / 'openai_fake.json'}\n"
+        assert {p.name for p in programs.iterdir()} == {"openai_fake.json", "openai_fake.meta.json",
+                                                        "openai_fake.card.md", "openai_fake.card.html"}
+        assert sorted(str(p.relative_to(package)) for p in package.rglob("*")) == before
+        found = run(installed, installed["python"], "-c",
+                    "from vista_dspy import Vista; print(Vista.for_model('openai/fake').program_name)")
+        assert found.returncode == 0 and found.stdout == "openai_fake\n", found.stderr
+    finally:
+        for path, mode in writable.items():
+            path.chmod(mode)

@@ -123,7 +123,8 @@ class Vista(StagedModule, SavedProgram):
     # ---- which program, and what it needs (loading, saving and identity: SavedProgram) -------------------------
     @classmethod
     def for_model(cls, model: str | None, **changes: Any) -> Vista:
-        """The program `vista evaluate --model M` judges with: compiled/<M>.json when it exists, else the seed.
+        """The program `vista evaluate --model M` judges with: <M>.json among the user's programs, else among the
+        shipped ones, else the seed.
         (The one place the method meets the model registry: a model string names its program.)"""
         from .lm.models import program_for_model
 

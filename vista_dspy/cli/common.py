@@ -295,3 +295,11 @@ def progress_bar():
     return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("dialogues"), TimeElapsedColumn(), TimeRemainingColumn(), console=err,
                     transient=False)
+
+
+# Options of the commands that read training and dev dialogues (`vista compile`, `vista study`).
+NTrainOption = Annotated[Optional[int], typer.Option(min=1, help="At most this many training dialogues.")]
+PARTS_HELP = ("part: train / dev = the two halves of a seeded split grouped by dialogue (dev is the held-out half "
+              "results are reported on); pool / select = the two halves of train within each source dataset (demos "
+              "/ choosing); all. DATASET as in `vista benchmark`, optionally =PATH.")
+ScoringThreadsOption = Annotated[Optional[int], typer.Option(min=1, help="Dev dialogues scored in parallel.")]

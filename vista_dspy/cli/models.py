@@ -27,7 +27,7 @@ def models(
     what they need, whether they can be used now, and whether a compiled program ships for them."""
     from rich.table import Table
 
-    from ..compiled.files import compiled_dir, read_program
+    from ..compiled.files import find_program, read_program
     from ..lm.models import MODELS, OPEN_WEIGHTS_NOTE
     from ..lm.weights import GGUFS, ModelNotFound, resolve_gguf
 
@@ -36,11 +36,12 @@ def models(
         table.add_column(column, overflow="fold")
 
     def compiled(name: str) -> str:
-        meta = compiled_dir() / f"{name}.meta.json"
-        if not (compiled_dir() / f"{name}.json").is_file():
+        path = find_program(name)
+        if path is None:
             return "no (seed)"
         from ..decision import DecisionRule
 
+        meta = path.with_name(f"{name}.meta.json")
         rule = read_program(name).rule
         calibrated = DecisionRule.model_validate(rule).describe() if rule else "the judge's own labels"
         if meta.is_file():
@@ -72,9 +73,32 @@ def models(
     for spec in MODELS.values():
         table.add_row(spec.name, spec.model, ", ".join(spec.needs), usable(spec), compiled(spec.name))
     Console(width=max(120, err.width)).print(table)
+    Console(width=max(120, err.width)).print(programs_table())
     err.print(f"Open-weight models: {OPEN_WEIGHTS_NOTE}. 'configured' means the environment is set; --check sends "
               "a request. Any other DSPy/litellm model string works too (its compiled program would be "
-              "compiled/<slug of the string>.json).", highlight=False)
+              "<slug of the string>.json in your programs folder).", highlight=False)
+
+
+def programs_table():
+    """Every program found by name (yours first, then the shipped ones) with its card's headline numbers."""
+    from rich.table import Table
+
+    from ..compiled.files import compiled_dir, saved_programs
+    from ..experiments.program_card import headline
+
+    table = Table(title="programs (vista evaluate --program NAME; yours first, then the shipped ones)",
+                  title_justify="left")
+    for column in ("program", "where", "model", "headline (its card)"):
+        table.add_column(column, overflow="fold")
+    for name, path in saved_programs():
+        meta_path = path.with_name(f"{name}.meta.json")
+        try:
+            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        except ValueError:
+            meta = {}
+        where = "shipped" if path.parent == compiled_dir() else str(path.parent)
+        table.add_row(name, where, str(meta.get("model") or "-"), headline(meta) or "-")
+    return table
 
 
 Speculative = Enum("Speculative", {name.replace("-", "_"): name for name in SPECULATIVE}, type=str)

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,12 +15,15 @@ from ..lm.server import DEFAULT_PORT
 from ..stages import PARSE_RETRIES, STOP_AFTER, CallFailures
 from .app import app
 from .common import (
+    PARTS_HELP,
     ApiBaseOption,
     DataDirOption,
     GgufOption,
     ModelOption,
+    NTrainOption,
     ParseRetriesOption,
     PortOption,
+    ScoringThreadsOption,
     StopAfterOption,
     dspy_context,
     err,
@@ -27,7 +31,7 @@ from .common import (
     model_setup,
     run_errors,
 )
-from .compile import PARTS_HELP, NTrainOption, ScoringThreadsOption, study_pool
+from .trials import study_pool
 
 
 @app.command()
@@ -92,12 +96,57 @@ def study(
     starting program (the seed or the model's shipped one) and its cascade band. Prints the Pareto front; --export
     writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws;
     --from-result resumes a study from that result on a machine whose store lacks it."""
+    from ..data import InputError
+    from .train_dev import default_train, objective_data, pool_dialogues
+
+    try:
+        data = objective_data(dev, data_dir, seed, n_dev)
+        pooled = pool_dialogues(train or default_train(dev), data_dir, seed, n_train,
+                                frozenset(d.id for d in data.dialogues))
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    command = _command_line(context)
+    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
+    found = priced_study(lm_setup, data, pooled, model=model, api_base=api_base, trials=trials, storage=storage,
+                         study_name=study_name, seed=seed, price=price, designs=designs, export=export,
+                         queue=queue, from_result=from_result, threads=threads, parse_retries=parse_retries,
+                         stop_after=stop_after, command=command)
+    result = found.result
+    _print_front(result)
+    if export is not None:
+        err.print(f"study result: {result.save(export)}", highlight=False)
+    if report is not None:
+        from ..experiments.study_page import write_study_page
+
+        err.print(f"study page: {write_study_page([result], report)}", highlight=False)
+
+
+@dataclasses.dataclass
+class PricedStudy:
+    """What ``priced_study`` leaves: the study's result, the programs its trials start from, and its demo pool (built
+    only if a trial read it)."""
+
+    result: Any
+    bases: dict
+    pool: Any
+
+
+# Over 80 lines: the study's setup, each step a few lines (data checks, starting programs, lazy pool, queue), then
+# the one call that runs it.
+def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | None, trials: int,
+                 storage: str | None, study_name: str | None, seed: int, price: str | None, designs: bool,
+                 export: Path | None, queue: list[str] | None, from_result: Path | None, threads: int | None,
+                 parse_retries: int, stop_after: int, command: str) -> PricedStudy:
+    """Run (or resume) the priced study of ``vista study`` and ``vista compile`` on ``data`` with the LM of
+    ``lm_setup``: the starting programs (the seed, the model's shipped program), the demo pool from ``pooled``'s
+    human annotations built the first time a trial reads it, the planned designs, then TPE. Ctrl-C keeps what is
+    done (and the result so far in ``export``) and exits 130."""
     import optuna
 
-    from ..data import InputError
     from ..lm.clients.cache import use_cache_for
     from ..lm.models import program_for_model, program_name_for
-    from ..optimize.pricing import price_for, price_named
+    from ..optimize.demos import LazyPool
+    from ..optimize.metrics import price_for, price_named
     from ..optimize.study import (
         DESIGNS,
         INSTRUCTIONS,
@@ -107,21 +156,16 @@ def study(
         run_study,
         search_space,
     )
-    from ..optimize.study_result import export as export_result
-    from ..optimize.study_result import starting_programs, widen_space
+    from ..optimize.study.result import export as export_result
+    from ..optimize.study.result import starting_programs, widen_space
     from ..program import Vista
-    from .train_dev import default_train, objective_data, pool_dialogues
 
     try:
-        data = objective_data(dev, data_dir, seed, n_dev)
-        pooled = pool_dialogues(train or default_train(dev), data_dir, seed, n_train,
-                                frozenset(d.id for d in data.dialogues))
         chosen_price = price_named(price) if price else price_for(model, api_base)
-    except (ValueError, InputError) as exc:
+    except ValueError as exc:
         raise fail(str(exc)) from None
     if pooled is not None and {d.id for d in pooled[0]} & {d.id for d in data.dialogues}:
         raise fail("--train and --dev share dialogues; use disjoint parts")
-    lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
     config = lm_setup.config
     use_cache_for(config)
     name = program_name_for(model)
@@ -147,15 +191,24 @@ def study(
     lm_setup.judging_with(bases["seed"])
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial is told in one line by run_study, not a traceback
     log = lambda message: err.print(message, highlight=False)  # noqa: E731
+    workers = threads or lm_setup.threads
+
+    def build_pool():
+        """The demo pool, when a trial first reads it: the same LM answers as the study's first build, or refused."""
+        pool, record = study_pool(bases["seed"], pooled, workers, log)
+        kept = (recorded.get("pool") or {}).get("sha256", record["sha256"])
+        if kept != record["sha256"]:
+            raise ValueError(f"the demo pool built now is not the one study {study_name} measured (its LM answers "
+                             "changed): a trial drawing on it would not be the one recorded; start a new study "
+                             "(--study-name)")
+        optuna.load_study(study_name=study_name, storage=storage).set_user_attr("pool", record)
+        return pool
+
     err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
               f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
-    with _interrupt_resumes(storage, study_name, export, _command_line(context)), run_errors(ValueError), lm_setup.server, dspy_context(config), \
-            CallFailures(parse_retries, stop_after).active():
-        pool, record = study_pool(bases["seed"], pooled, threads or lm_setup.threads, log)
-        if record and (recorded.get("pool") or {}).get("sha256", record["sha256"]) != record["sha256"]:
-            raise fail(f"the demo pool built now is not the one study {study_name} measured (its LM answers "
-                       "changed): a trial drawing on it would not be the one recorded; start a new study "
-                       "(--study-name)")
+    pool = LazyPool(build_pool) if pooled is not None else None
+    with _interrupt_resumes(storage, study_name, export, command), run_errors(ValueError), lm_setup.server, \
+            dspy_context(config), CallFailures(parse_retries, stop_after).active():
         space = search_space(bases, pool)
         starts = {"seed": base_params("seed", bases["seed"], space)}
         if shipped in bases:  # the seed too, for a model with no compiled program: one trial, both marks
@@ -168,24 +221,16 @@ def study(
             queued = [_queued(text, recorded_trials, study_name, space) for text in queue or ()]
         except ValueError as exc:
             raise fail(f"--queue {exc}") from None
-        judge = program_judge(bases, pool, data, threads=threads or lm_setup.threads, instructions=instructions,
-                              log=log)
+        judge = program_judge(bases, pool, data, threads=workers, instructions=instructions, log=log)
         found = run_study(judge, data, chosen_price, space=space, starts=starts, trials=trials, storage=storage,
                           study_name=study_name, seed=seed, designs=DESIGNS if designs else (),
                           start_designs=START_DESIGNS if designs else (), bases=bases,
-                          record={"model": config.model, "model_name": name, "pool": record,
+                          record={"model": config.model, "model_name": name,
                                   "programs": {k: b.content_hash() for k, b in bases.items()},
                                   "program_files": {k: b.program_file().to_json() for k, b in bases.items()},
                                   "instructions": instructions},
                           queued=queued, log=log)
-    result = export_result(found, command=_command_line(context))
-    _print_front(result)
-    if export is not None:
-        err.print(f"study result: {result.save(export)}", highlight=False)
-    if report is not None:
-        from ..experiments.study_page import write_study_page
-
-        err.print(f"study page: {write_study_page([result], report)}", highlight=False)
+    return PricedStudy(export_result(found, command=command), bases, pool)
 
 
 def default_storage(study_name: str) -> str:
@@ -199,7 +244,7 @@ def default_storage(study_name: str) -> str:
 
 def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None:
     """--from-result: rebuild the study in ``storage`` from its committed result, unless the storage holds it."""
-    from ..optimize.study_result import StudyResult, restore
+    from ..optimize.study.result import StudyResult, restore
 
     try:
         result = StudyResult.load(path)
@@ -216,7 +261,7 @@ def _restore(path: Path, storage: str, study_name: str, model_name: str) -> None
 def _queued(text: str, trials, study_name: str, space) -> tuple[str, dict, dict, str]:
     """One --queue: (name, the recorded trial's choices, the change, the change in words) for ``run_study``;
     ``trials``: the study's trials so far."""
-    from ..optimize.study_plan import LATER_CHOICES, trial_params
+    from ..optimize.study.plan import LATER_CHOICES, trial_params
 
     number, _, changes = text.partition(":")
     choices = {c.name: c for c in space}
@@ -263,7 +308,7 @@ def _interrupt_resumes(storage: str, study_name: str, export: Path | None = None
     except KeyboardInterrupt:
         import optuna
 
-        from ..optimize.study_result import export as export_result
+        from ..optimize.study.result import export as export_result
 
         try:
             study = optuna.load_study(study_name=study_name, storage=storage)
@@ -296,7 +341,7 @@ def _command_line(context) -> str:
 
 def _print_front(result) -> None:
     """The Pareto front, cheapest first, on stdout."""
-    from ..optimize.study_result import budget_range
+    from ..optimize.study.result import budget_range
 
     console = Console()
     unit = result.price_model.unit
@@ -320,7 +365,7 @@ def study_page_command(
     """The study page from committed study results, with no LM: each study's trials and Pareto front, the seed and
     the shipped program marked, the front's table with both objectives and their intervals, what each choice did."""
     from ..experiments.study_page import write_study_page
-    from ..optimize.study_result import StudyResult
+    from ..optimize.study.result import StudyResult
 
     try:
         loaded = [StudyResult.load(path) for path in results]

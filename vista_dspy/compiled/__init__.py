@@ -1,4 +1,5 @@
-"""Saved programs shipped with the package (``<name>.json`` and its ``<name>.meta.json``), ``files``: what a
+"""Saved programs shipped with the package (``<name>.json`` and its ``<name>.meta.json``; the user's own live in
+``files.programs_dir``, outside the package, and are found by name first), ``files``: what a
 program file holds, how it is read, checked and written, and its content hash, and ``saving``: a judge built from a
 program file, written to one, named by its content (``SavedProgram``, the part of ``Vista`` that meets this
 folder). (The seed program's hand-written demos
@@ -14,6 +15,7 @@ from ..lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     "files": ("EVIDENCE_PROGRAM", "PROGRAM_FORMAT", "SEED_PROGRAM", "ProgramFile", "StaleMeta", "compiled_dir",
-              "content_hash", "program_path", "read_program", "write_program"),
+              "content_hash", "find_program", "program_folders", "program_path", "programs_dir", "read_program",
+              "saved_programs", "write_program"),
     "saving": ("SavedProgram",),
 })

@@ -1,4 +1,5 @@
-"""Saved programs shipped with the package, how one is found by name, and what a program file holds.
+"""Saved programs: the user's (compiled on this machine, in ``programs_dir``) and those shipped with the package
+(``compiled_dir``), how one is found by name (the user's first), and what a program file holds.
 
 A program file (``<name>.json``) is everything per model that changes verdicts: DSPy's state (each predictor's
 demos and instructions, never an LM or a key) and, under the ``vista`` key, the judging options it was chosen with
@@ -31,19 +32,64 @@ SECTION = "vista"  # the key of a program file that holds what DSPy's state does
 LEGACY_META_OPTIONS = ("use_context", "reasoning", "claim_calls", "explain_verified")
 
 
+PROGRAMS_ENV = "VISTA_PROGRAMS"  # overrides where the user's programs live
+
+
 def compiled_dir() -> Path:
+    """The programs shipped with the package (read-only: no command writes here)."""
     return Path(str(resources.files("vista_dspy") / "compiled"))
 
 
+def programs_dir() -> Path:
+    """The user's programs, where `vista compile` writes: $VISTA_PROGRAMS, else ``programs`` under the user's data
+    folder (platformdirs: ~/.local/share/vista-dspy/programs on Linux). Outside the installed package, so that an
+    upgrade keeps them and a read-only site-packages is never written."""
+    import os
+
+    configured = os.environ.get(PROGRAMS_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("vista-dspy", appauthor=False) / "programs"
+
+
+def program_folders() -> tuple[Path, ...]:
+    """Where a program is looked up by name, in order: the user's programs, then the shipped ones."""
+    return tuple(dict.fromkeys((programs_dir(), compiled_dir())))
+
+
+def find_program(name: str) -> Path | None:
+    """The file of the program called ``name``: the user's if there is one, else the shipped one, else None."""
+    for folder in program_folders():
+        path = folder / f"{name}.json"
+        if path.is_file():
+            return path
+    return None
+
+
+def saved_programs() -> list[tuple[str, Path]]:
+    """(name, file) of every program found by name, the user's first; a user's program hides a shipped one of the
+    same name."""
+    found: dict[str, Path] = {}
+    for folder in program_folders():
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            if not path.name.endswith(".meta.json"):
+                found.setdefault(path.stem, path)
+    return list(found.items())
+
+
 def program_path(program: str | Path | None) -> tuple[str, Path]:
-    """(name, file) of a saved program: a path to a JSON file, a name in this folder, or None for the seed."""
+    """(name, file) of a saved program: a path to a JSON file, a name (the user's programs first, then the shipped
+    ones), or None for the seed."""
     name = str(program or SEED_PROGRAM)
     path = Path(name)
     if not path.is_file():
-        shipped = compiled_dir() / f"{name}.json"
-        if not shipped.is_file():
-            raise FileNotFoundError(f"no saved program at {path} nor {shipped}")
-        path = shipped
+        found = find_program(name)
+        if found is None:
+            raise FileNotFoundError(f"no saved program at {path}, nor {name}.json in "
+                                    + " or ".join(str(f) for f in program_folders()))
+        path = found
     return name, path
 
 

@@ -1,6 +1,6 @@
 """The instrument's tables from a `vista benchmark --suite PART` directory: one turn frame over every run (its part,
 gold, label, coherence and model time), balanced accuracy per dataset and pooled with bootstrap intervals, the
-trivial baselines beside them, McNemar against VISTA, and the gate anchored to the seed (``optimize.instrument``).
+trivial baselines beside them, McNemar against VISTA, and the gate anchored to the seed (``optimize.gate``).
 
 A run's turns are also what a probe records as data (``probe_rows``): ids, labels, the claims' categories, stages,
 probabilities and cues, usage — no dataset text, so the records can be committed and the tables rebuilt from them.
@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..data.records import read_jsonl_records
 from ..data.suite import group_id_of, part_of_group
-from ..optimize.instrument import anchored_gate, gate_markdown, paired_frame, system_table
+from ..optimize.gate import anchored_gate, gate_markdown, paired_frame, system_table
 from ..optimize.metrics import mcnemar_exact
 from ..schema import DialogueVerdict
 from ..scoring import UNSAFE_CATEGORIES
@@ -170,7 +170,7 @@ def write_suite_table(out: Path) -> str:
 
 def gate_report(turns: pd.DataFrame, candidate: str, anchor: str = "seed", no_lm: str | None = "evidence"
                 ) -> tuple[dict[str, Any], str]:
-    """The anchored gate's record and its Markdown (``optimize.instrument.anchored_gate``)."""
+    """The anchored gate's record and its Markdown (``optimize.gate.anchored_gate``)."""
     if no_lm is not None and no_lm not in set(turns["system"]):
         no_lm = None
     record = anchored_gate(turns, candidate, anchor, no_lm=no_lm)

@@ -27,8 +27,8 @@ def paired_tables(out_dir: Path) -> dict[str, dict[str, Any]]:
     """{dataset: {"base", "rows": paired numbers per system, "lines": the Markdown table}} for every dataset of VISTA's
     human format that the ``seed`` system judged (its dialogues read again from the path the plan recorded)."""
     from ..data import load_dialogues
-    from ..optimize.paired_table import decisions_of, paired_markdown, paired_numbers
     from ..run.runner import VERDICTS, read_verdicts
+    from .paired_table import decisions_of, paired_markdown, paired_numbers
 
     found: dict[str, dict[str, Path]] = {}
     for dataset, system, directory in run_dirs(out_dir):

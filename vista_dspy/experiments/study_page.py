@@ -85,7 +85,7 @@ def _draw_study(axes, result, colour: str, *, label: str | None = None, interval
 def _study_section(result, colour: str) -> dict[str, Any]:
     import matplotlib
 
-    from ..optimize.study_result import budget_range
+    from ..optimize.study.result import budget_range
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -183,8 +183,9 @@ def program_name_for(model: str | None) -> str:
 
 
 def program_for_model(model: str | None) -> str:
-    """The program `vista evaluate --model M` uses by default: compiled/<M>.json when it exists, else the seed."""
-    from ..compiled.files import SEED_PROGRAM, compiled_dir
+    """The program `vista evaluate --model M` uses by default: <M>.json among the user's programs, else among the
+    shipped ones, else the seed."""
+    from ..compiled.files import SEED_PROGRAM, find_program
 
     name = program_name_for(model)
-    return name if (compiled_dir() / f"{name}.json").is_file() else SEED_PROGRAM
+    return name if find_program(name) is not None else SEED_PROGRAM

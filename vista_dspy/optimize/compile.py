@@ -1,62 +1,34 @@
-"""Compiling VISTA for one model: choose its decision rule or each predictor's demos (and, with ``claims``, the
-judging mode), score the base and the compiled program on dev data no choice saw, gate the result, and save it.
-
-Optimizers (DSPy's teleprompters have one demo budget for the whole program; here every predictor has its own, and
-a predictor whose pool is too thin for its budget is filled up with the base program's own demos):
-
-- ``rule`` (default; ``rule_fitting``): the base program judges every training dialogue end to end once, both stages
-  with label probabilities; a decision rule over those probabilities and the claims' evidence cues is fitted on the
-  decomposed claims (labelled through the human claims they match), its features, thresholds and cascade chosen
-  cross-fitted by dialogue. Demos and instructions stay the base's. One LM pass, then arithmetic.
-- ``claims`` (``choosing``): chosen on the human-labelled claims of every training dialogue, pooled and
-  cross-fitted by dialogue: demos from the annotations (stratified by category) and the judging mode.
-- ``labeled``: Decompose demos are human claim lists of annotated turns; Verify and Categorize demos are human-
-  labelled claims judged by the seed program, kept only where the model agrees with the annotators (the explanation
-  is the model's own, so every demo is complete). Stratified by label / category.
-- ``bootstrap``: ``dspy.BootstrapFewShot`` with the seed program as teacher over whole dialogues (any dataset with
-  turn labels); traces of dialogues judged entirely right become demos; each predictor is cut to its budget.
-- ``random-search``: ``budget`` candidate demo sets drawn (seeded) from the ``labeled`` pool, each scored on the dev
-  dialogues; the best wins, and the seed program wins ties.
-- ``mipro``: ``dspy.MIPROv2`` (instructions proposed by the same LM, demo sets bootstrapped as above, optuna choosing
-  the combination on the dev dialogues; ``budget`` candidates and trials); demos cut per predictor.
-
-Every optimizer ends with the same gate (``gate.Gate``): the compiled program against its base on the dev data,
-turn by turn and, where the dev data has human claims, claim by claim.
+"""The one compile (``vista compile --model M``): what a compile costs before any call (``estimate``), the test
+part judged once (``judge_test_part``), what a compiled program was fitted on (``fitted_on``, ``check_fitted_on``), and
+saving a program with its meta beside it (``save_compiled``). The study that chooses (``study``), its pick within a
+budget and its gate against the seed (``study``, ``gate``) are their own modules.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dspy
-
-from ..compiled.files import SEED_PROGRAM, compiled_dir, write_program
+from ..compiled.files import programs_dir, write_program
 from ..program import Vista
 from ..schema import Dialogue
-from .demos import DEFAULT_DEMOS, Meter, annotated, incomplete_demos
-from .dev_score import gate_on, score
-from .gate import Gate, ProgramMeta
-from .teleprompters import teleprompt
-
-OPTIMIZERS = ("rule", "claims", "labeled", "bootstrap", "random-search", "mipro")
-DEFAULT_OPTIMIZER = "rule"
+from .gate import ProgramMeta
 
 # ---- compile ---------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class CompileResult:
-    """A compiled program, the gate it passed or failed, and its meta record (``gate.ProgramMeta``)."""
+    """A compiled program, the gate it passed or failed (anything with ``passed``, ``describe`` and ``as_dict``), and
+    its meta record (``gate.ProgramMeta``)."""
 
     program: Vista
     meta: ProgramMeta
-    gate: Gate
+    gate: Any
 
     @property
     def passed(self) -> bool:
@@ -80,82 +52,161 @@ def data_record(dialogues: Sequence[Dialogue], describe: dict[str, Any] | None =
                           if d.turns[i].gold is not None)}
 
 
-def compile_program(
-    train: Sequence[Dialogue],
-    dev: Sequence[Dialogue],
-    *,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    budgets: dict[str, int] | None = None,
-    budget: int = 4,
-    seed: int = 0,
-    given_claims: bool = False,
-    threads: int = 1,
-    base: Vista | None = None,
-    alpha: float = 0.05,
-    folds: int = 2,
-    describe: dict[str, Any] | None = None,
-    log: Callable[[str], None] = lambda message: None,
-) -> CompileResult:
-    """Compile with the LM in the current dspy context and gate the result on ``dev``.
+# ---- what it was fitted on ---------------------------------------------------------------------------------------
+class FittedOnTestPart(ValueError):
+    """A fitted artifact saw a dialogue of the suite's test part, which no choice and no fit may see."""
 
-    ``base`` (default: the seed program) is the teacher, the starting point and what the compiled program must
-    beat. ``budget`` is the number of candidates for random-search and mipro (and mipro's trials); ``folds`` the
-    cross-fitting folds of ``claims``. ``describe`` (model, model_name, train / dev descriptions) goes into the
-    meta. The result carries the gate; saving is the caller's (``save_compiled``)."""
-    from .choosing import choose_on_claims
-    from .rule_fitting import compile_rule
 
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    budgets = budgets or dict(DEFAULT_DEMOS)
-    base = base or Vista.from_program(SEED_PROGRAM)
-    describe = dict(describe or {})
-    if optimizer in ("rule", "claims", "labeled") and not annotated(train):
-        raise ValueError(f"the {optimizer} optimizer needs training dialogues with human claims (VISTA's annotated "
-                         "format, e.g. --train vista-human); use bootstrap for datasets with turn labels only")
-    meter = Meter()
-    started = time.perf_counter()
-    choice: dict[str, Any] = {}
-    base_score = None
-    if optimizer == "rule":
-        compiled, choice = compile_rule(base, annotated(train), folds=folds, seed=seed, threads=threads,
-                                        alpha=alpha, meter=meter, log=log)
-    elif optimizer == "claims":
-        compiled, choice = choose_on_claims(base, annotated(train), budgets, seed=seed, folds=folds,
-                                            threads=threads, alpha=alpha, meter=meter, log=log)
+def fitted_on(dialogues: Mapping[str, Sequence[Dialogue]]) -> dict[str, list[str]]:
+    """``{dataset: [dialogue ids]}`` of what a fit saw, sorted: the meta's ``fitted_on``."""
+    return {name: sorted({d.id for d in found}) for name, found in sorted(dialogues.items()) if found}
+
+
+def check_fitted_on(meta: Mapping[str, Any], sources: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """Raise ``FittedOnTestPart`` naming the first dialogue of a meta's ``fitted_on`` that lies in the suite's test
+    part (``data.suite.part_of_group`` of its group id). ``sources``: dialogue id -> the dialogue's ``source`` record,
+    for datasets whose rows share a conversation (FADE); without one a dialogue is its own group."""
+    from ..data.suite import group_id_of, part_of_group
+
+    for dataset, ids in (meta.get("fitted_on") or {}).items():
+        for dialogue_id in ids:
+            group = group_id_of(dialogue_id, dict((sources or {}).get(dialogue_id) or {}))
+            if part_of_group(group) == "test":
+                raise FittedOnTestPart(f"{meta.get('program', 'the program')} was fitted on {dataset} dialogue "
+                                       f"{dialogue_id}, which lies in the suite's test part")
+
+
+# ---- before any call: an estimate ------------------------------------------------------------------------------
+# The embedded models' server seconds per judged turn for the seed program, as their priced studies measured them on
+# the compile part (benchmarks/fronts/local-1.5b.json and local-0.5b.json, the seed trial): a local compile's time is
+# estimated from these, any other server's is unknown until its first trial.
+SEED_SECONDS_PER_TURN = {"local": 14.97, "local-0.5b": 8.43}
+ESTIMATE_SAMPLE = 3  # dialogues the seed is run on with a stand-in LM to count calls and tokens
+
+
+@dataclass
+class Estimate:
+    """What a compile will ask of the model: judged turns, LM calls, prompt and written tokens, and dollars (hosted)
+    or server seconds (local), with how each number was found."""
+
+    turns: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    dollars: float | None = None
+    seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        money = (f"${self.dollars:,.2f}" if self.dollars is not None else
+                 f"{self.seconds / 3600:,.1f} hours of server time" if self.seconds is not None else
+                 "cost unknown before the first trial")
+        return [f"estimate: {self.turns:,} judged turns, {self.calls:,} LM calls, {self.prompt_tokens:,} prompt "
+                f"tokens, {self.completion_tokens:,} written tokens; {money}", *(f"  {n}" for n in self.notes)]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turns": self.turns, "calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "dollars": self.dollars, "seconds": self.seconds,
+                "notes": self.notes}
+
+
+def estimate(seed: Vista, compile_dialogues: Sequence[Dialogue], test_dialogues: Sequence[Dialogue], *,
+             trials: int, model: str, price_name: str, model_name: str, sample: int = ESTIMATE_SAMPLE) -> Estimate:
+    """The cost of a compile before any call to the model: the seed run on ``sample`` compile dialogues with a
+    stand-in LM (the rule engine, in this process) counts the calls and tokens of a judged turn as the program
+    formats them; a compile judges the compile dialogues once per trial and the test dialogues twice (the seed and
+    the chosen program). Dollars from litellm's price map (hosted), server seconds from the embedded model's
+    measured seed (local). An upper bound where trials are cheaper than the seed; the demo pool, if a trial reads
+    it, adds its own calls (about two per human claim of the compile part)."""
+    import dspy
+
+    from ..lm.fake import rule_lm
+    from ..run.runner import Threads, evaluate
+    from ..schema import UsageCounts
+
+    chosen = list(compile_dialogues[:sample])
+    result = evaluate(chosen, seed, Threads(rule_lm(), dspy.JSONAdapter(), 1))
+    total = sum((v.usage.total for v in result.verdicts), UsageCounts())
+    judged = sum(len(v.turns) for v in result.verdicts) or 1
+    turns = trials * sum(len(d.judged_turns) for d in compile_dialogues) + 2 * sum(
+        len(d.judged_turns) for d in test_dialogues)
+    per_turn = (total.calls / judged, total.prompt_tokens / judged, total.completion_tokens / judged)
+    found = Estimate(turns=turns, calls=round(per_turn[0] * turns), prompt_tokens=round(per_turn[1] * turns),
+                     completion_tokens=round(per_turn[2] * turns),
+                     notes=[f"per judged turn {per_turn[0]:.1f} calls, {per_turn[1]:,.0f} prompt and "
+                            f"{per_turn[2]:,.0f} written tokens: the seed's prompts on {len(chosen)} compile "
+                            "dialogues, answered by a stand-in (no call to the model)",
+                            f"{trials} trials x the compile dialogues, then the test part twice (seed and chosen); "
+                            "a trial cheaper than the seed costs less"])
+    if price_name == "dollars":
+        from ..lm.offline import offline_litellm
+
+        offline_litellm()
+        import litellm
+
+        try:
+            prompt, written = litellm.cost_per_token(model=model, prompt_tokens=found.prompt_tokens,
+                                                     completion_tokens=found.completion_tokens)
+            found.dollars = prompt + written
+            found.notes.append(f"dollars from litellm's price map for {model}")
+        except Exception:  # litellm raises a bare Exception for a model its map lacks
+            found.notes.append(f"litellm's price map has no price for {model}: dollars unknown")
+    elif model_name in SEED_SECONDS_PER_TURN:
+        found.seconds = SEED_SECONDS_PER_TURN[model_name] * turns
+        found.notes.append(f"server time from the seed's measured {SEED_SECONDS_PER_TURN[model_name]} s per judged "
+                           f"turn on {model_name}")
     else:
-        log(f"scoring the {base.program_name} program on {len(dev)} dev dialogues")
-        base_score = score(base, dev, given_claims=given_claims, threads=threads, meter=meter, log=log)
-        log(f"  {base.program_name}: {base_score.as_dict()}")
-        compiled, choice = teleprompt(optimizer, base, train, dev, budgets, base_score, budget=budget, seed=seed,
-                                      given_claims=given_claims, threads=threads, meter=meter, log=log)
-    problems = incomplete_demos(compiled)
-    if problems:
-        raise RuntimeError("compiled program has incomplete demos: " + "; ".join(problems[:5]))
-    chosen_seconds = time.perf_counter() - started
-    compiled.program_name = describe.get("model_name") or "compiled"
-    gate, scores = gate_on(base, compiled, dev, alpha=alpha, threads=threads, meter=meter,
-                           base_score=None if given_claims else base_score,
-                           compiled_score=choice.pop("_compiled_score", None), log=log)
-    meta = ProgramMeta(
-        program=compiled.program_name, model=describe.get("model"), model_name=describe.get("model_name"),
-        optimizer=optimizer,
-        settings={"demos": budgets, "budget": budget, "seed": seed, "given_claims": given_claims, "folds": folds,
-                  "alpha": alpha},
-        train=data_record(train, describe.get("train")), dev=data_record(dev, describe.get("dev")),
-        scores=scores, gate=gate.as_dict(), choice=choice, options=compiled.options.saved(),
-        rule=compiled.rule.model_dump(mode="json") if compiled.rule else None,
-        demos={name: len(p.demos) for name, p in compiled.named_predictors()},
-        cost={**meter.usage.total.model_dump(), "seconds_choosing": round(chosen_seconds, 1),
-              "seconds_total": round(time.perf_counter() - started, 1)},
-        dspy_version=dspy.__version__)
-    return CompileResult(program=compiled, meta=meta, gate=gate)
+        found.notes.append("this server's time per judged turn is unknown until the first trial measures it")
+    return found
+
+
+# ---- the test part, read once ----------------------------------------------------------------------------------
+def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 1,
+              log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """The chosen program and the seed judged once on the test part (``data``: ``study.ObjectiveData``) with the LM
+    of the current dspy context (its cache off: each is priced by its own calls): per dataset and pooled, balanced
+    accuracy and turn accuracy of each, and the chosen program's cost. No choice reads it; the meta and the card
+    report it, and whether the endpoint's answers carried label probabilities (``label_probabilities``)."""
+    import dspy
+
+    from ..run.runner import Threads, evaluate
+    from .metrics import balanced_accuracy
+    from .study import LABEL_LETTERS, measure
+
+    lm = dspy.settings.lm
+    fresh = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
+    letters, outcomes = {}, {}
+    for side, judge in (("seed", seed), ("compiled", program)):
+        log(f"test part: judging {len(data.dialogues)} dialogues with the {side} program")
+        result = evaluate(list(data.dialogues), judge, Threads(fresh, dspy.settings.adapter, threads))
+        if result.interrupted:
+            raise KeyboardInterrupt
+        outcomes[side] = measure(data, result.verdicts, price)
+        letters[side] = outcomes[side].labels
+        asked = [c for v in result.verdicts for t in v.turns for c in t.claims
+                 if c.category.value != "ERROR" and c.stage != "evidence"]
+        probabilities = any(c.probabilities is not None and c.probabilities.verify for c in asked)
+    gold = [LABEL_LETTERS[g] for *_, g in data.turns]
+    rows: dict[str, dict[str, Any]] = {}
+    datasets = ["pooled", *dict.fromkeys(d for d, *_ in data.turns)]
+    for name in datasets:
+        keep = [i for i, (d, *_) in enumerate(data.turns) if name in ("pooled", d)]
+        g = [gold[i] for i in keep]
+        rows[name] = {"turns": len(keep), **{
+            side: {"balanced_accuracy": round(balanced_accuracy(g, [letters[side][i] for i in keep]), 6),
+                   "turn_accuracy": round(sum(letters[side][i] == gold[i] for i in keep) / len(keep), 6)}
+            for side in letters}}
+    return {"data": {k: v for k, v in data.describe().items() if k in ("name", "sha256")} | {
+        "dialogues": len(data.dialogues), "turns": len(data.turns)},
+        "datasets": rows, "cost": {side: o.cost for side, o in outcomes.items()},
+        "cost_unit": price.unit, "label_probabilities": probabilities}
 
 
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
     """Write ``<name>.json`` (the program file: demos and instructions, options, decision rule; no LM) and
-    ``<name>.meta.json``."""
-    directory = directory or compiled_dir()
+    ``<name>.meta.json`` into ``directory`` (default: the user's programs folder, ``files.programs_dir``)."""
+    directory = directory or programs_dir()
+    directory.mkdir(parents=True, exist_ok=True)
     result.program.program_name = name
     path = write_program(result.program.program_file(name), directory / f"{name}.json")
     meta = result.meta.model_copy(update={"program": name, "program_sha256": result.program.content_hash()})

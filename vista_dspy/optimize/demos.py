@@ -1,21 +1,158 @@
-"""Demos and where they come from: a predictor's demo budget, pools of candidate demos (from human claims judged
-by the base program, or from traces), picking and installing them per predictor, and ``agreement``, the metric
-DSPy's teleprompters maximize."""
+"""Demos and the human-labelled claims they come from: each claim asked of Verify and of Categorize with label
+probabilities (``ClaimProbe`` records; ``probe``), the claim-level scores every choice is made with (pooled over
+claims, not averaged per dialogue), a predictor's demo budget, pools of candidate demos (from human claims judged by
+the base program, or from traces; ``LazyPool`` builds one when a trial first reads it), picking and installing them
+per predictor, and ``agreement``, the metric DSPy's teleprompters maximize. Folds by dialogue are
+``rules.cross_fitting``'s.
+"""
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
+from pydantic import BaseModel, ConfigDict
 
 from ..program import Vista
 from ..schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
-from .probing import probe
 
+# ---- human-labelled claims as a model judged them -----------------------------------------------------------
+CATEGORIES: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
+# The decision space, in this order: VERIFIED, then the four categories.
+LABELS: tuple[str, ...] = ("VERIFIED", *CATEGORIES)
+UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
+
+
+class ClaimProbe(BaseModel):
+    """One human-labelled claim as a model judged it with both stages (``JudgeOptions.categorize_all``): what claim
+    decisions are scored with (``probing.claim_scores``, ``probing.turn_accuracy``) and calibration is fitted on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dialogue_id: str
+    turn_index: int
+    position: int = 0  # the claim's place in its turn
+    claim: str
+    gold: str  # one of LABELS
+    raw: str  # the model's own decision: one of LABELS, or ERROR
+    verify: dict[str, float] | None = None
+    categorize: dict[str, float] | None = None
+
+    @property
+    def calibratable(self) -> bool:
+        """Both distributions were read and the model answered (a calibration can decide it)."""
+        return self.verify is not None and self.categorize is not None and self.raw != "ERROR"
+
+
+# ---- judging them, and the claim-level scores ------------------------------------------------------------------
+# (predictor name, inputs, outputs) of every predictor call, in order.
+Trace = list[tuple[str, dict[str, Any], Any]]
+
+
+def probes_of(verdict: DialogueVerdict) -> list[ClaimProbe]:
+    """The human-labelled claims of a verdict judged with ``given_claims`` (and ``categorize_all``, for both
+    distributions) as probe records; ``raw`` is the verdict's own category (the program's decision rule, if any,
+    applied)."""
+    return [ClaimProbe(dialogue_id=verdict.dialogue_id, turn_index=turn.turn_index, position=position,
+                       claim=claim.claim, gold=claim.gold_category.value, raw=claim.category.value,
+                       verify=claim.probabilities.verify if claim.probabilities else None,
+                       categorize=claim.probabilities.categorize if claim.probabilities else None)
+            for turn in verdict.turns for position, claim in enumerate(turn.claims)
+            if claim.gold_category is not None]
+
+
+def probe(program, dialogues: Sequence[Dialogue], *, threads: int = 1,
+          on_dialogue: Callable[[DialogueVerdict], None] | None = None
+          ) -> tuple[list[DialogueVerdict], dict[str, Trace]]:
+    """Judge the human claims of ``dialogues`` with ``program`` in the current dspy context, every claim asked of
+    both stages (``categorize_all``): (verdicts in input order, {dialogue id: its predictor calls}). A rerun
+    is served by the LM cache, so an interrupted probe resumes where it stopped."""
+    judge = program.with_options(given_claims=True, categorize_all=True)
+    names = {id(predictor): name for name, predictor in judge.named_predictors()}
+
+    def one(dialogue: Dialogue) -> tuple[DialogueVerdict, Trace]:
+        with dspy.context(trace=[]):
+            verdict = judge(dialogue)
+            return verdict, [(names.get(id(p), ""), inputs, outputs) for p, inputs, outputs in dspy.settings.trace]
+
+    results: dict[str, tuple[DialogueVerdict, Trace]] = {}
+    if threads <= 1:
+        for dialogue in dialogues:
+            results[dialogue.id] = one(dialogue)
+            if on_dialogue is not None:
+                on_dialogue(results[dialogue.id][0])
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vista-probe") as pool:
+            futures = {d.id: pool.submit(_in_context(one), d) for d in dialogues}
+            for dialogue in dialogues:
+                results[dialogue.id] = futures[dialogue.id].result()
+                if on_dialogue is not None:
+                    on_dialogue(results[dialogue.id][0])
+    return [results[d.id][0] for d in dialogues], {d.id: results[d.id][1] for d in dialogues}
+
+
+def _in_context(function):
+    """``function`` run in a worker thread under the caller's dspy settings (LM, adapter, cache)."""
+    import contextvars
+
+    snapshot = contextvars.copy_context()
+    return lambda *args: snapshot.copy().run(function, *args)
+
+
+# ---- scores ------------------------------------------------------------------------------------------------------
+def safe(label: str) -> bool | None:
+    """Whether a decision leaves its turn faithful (None for ERROR)."""
+    return None if label == Category.ERROR.value else label not in UNSAFE
+
+
+def claim_scores(decided: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
+    """Agreement of claim decisions with the annotators, pooled over claims: the safe/unsafe decision (what sets a
+    turn's label; ERROR counts wrong), five-way accuracy and macro-F1, and the predicted shares of each label beside
+    the annotators'."""
+    from sklearn.metrics import f1_score
+
+    n = len(gold)
+    if n == 0:
+        return {"claims": 0}
+    predicted, truth = Counter(decided), Counter(gold)
+    return {
+        "claims": n,
+        "decision_accuracy": sum(safe(d) == safe(g) for d, g in zip(decided, gold)) / n,
+        "accuracy": sum(d == g for d, g in zip(decided, gold)) / n,
+        "macro_f1": float(f1_score(list(gold), list(decided), labels=list(LABELS), average="macro",
+                                   zero_division=0)),
+        "shares": {label: predicted[label] / n for label in (*LABELS, "ERROR")},
+        "gold_shares": {label: truth[label] / n for label in LABELS},
+    }
+
+
+def turn_accuracy(probes: Sequence[ClaimProbe], decided: Sequence[str]) -> float | None:
+    """The share of turns whose label from these claim decisions (hallucinated iff one is unsafe; unknown, and so
+    wrong, when none is and one is an ERROR) agrees with the label the annotators' claims give: what the gate's
+    turn test asks, on human claims instead of decomposed ones."""
+    turns: dict[tuple[str, int], list[tuple[bool | None, bool | None]]] = {}
+    for p, d in zip(probes, decided):
+        turns.setdefault((p.dialogue_id, p.turn_index), []).append((safe(d), safe(p.gold)))
+    right = 0
+    for pairs in turns.values():
+        gold_unsafe = any(g is False for _, g in pairs)
+        if any(d is False for d, _ in pairs):
+            right += gold_unsafe
+        elif all(d is not None for d, _ in pairs):
+            right += not gold_unsafe
+    return right / len(turns) if turns else None
+
+
+def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
+    return [safe(d) == safe(g) for d, g in zip(decided, gold)]
+
+
+# ---- demos -------------------------------------------------------------------------------------------------------
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
 
 
@@ -95,6 +232,10 @@ class Pool:
 
     def sizes(self) -> dict[str, int]:
         return {name: len(items) for name, items in self.demos.items()}
+
+    def offers(self, predictor: str) -> bool:
+        """Whether a trial may draw this predictor's demos from the pool."""
+        return bool(self.sizes().get(predictor))
 
     def without(self, dialogues: set[str]) -> Pool:
         """The pool without the demos of these dialogues."""
@@ -221,3 +362,35 @@ def pool_hash(pool: Pool) -> str:
 
     content = {name: [(stratum, demo.toDict()) for stratum, demo in items] for name, items in sorted(pool.demos.items())}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class LazyPool:
+    """A demo pool built the first time a trial draws on it (``build``: the LM calls that judge the pool's human
+    claims), never before: a study none of whose trials reads pool demos pays nothing for it. Until built it offers
+    every predictor; ``pick`` builds it, once."""
+
+    def __init__(self, build: Callable[[], Pool]) -> None:
+        import threading
+
+        self._build = build
+        self._pool: Pool | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._pool is not None
+
+    def pool(self) -> Pool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._build()
+            return self._pool
+
+    def offers(self, predictor: str) -> bool:
+        return True if self._pool is None else self._pool.offers(predictor)
+
+    def sizes(self) -> dict[str, int]:
+        return self.pool().sizes()
+
+    def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
+        return self.pool().pick(budgets, seed)

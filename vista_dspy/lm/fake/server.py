@@ -160,7 +160,7 @@ class FakeOpenAIServer:
                 choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                 if body.get("logprobs") and logprobs:
                     choice["logprobs"] = token_logprobs(text, distributions)
-                read, written = len(system + prompt) // 4, len(text) // 4
+                read, written = tokens, len(text) // 4  # every message read: demos cost what they say
                 self._send(200, {
                     "id": "fake", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [choice],

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..decision import TURN_FEATURES, UNSAFE_CATEGORIES, TurnModel, unsafe_by_its_figures
+from ...decision import TURN_FEATURES, UNSAFE_CATEGORIES, TurnModel, unsafe_by_its_figures
 
 # The candidates, each a set of summaries (``decision.TURN_FEATURES``); the first is what a single threshold on the
 # most doubtful claim can express, the others know how many claims the turn has.

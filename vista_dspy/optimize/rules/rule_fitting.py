@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..decision import (
+from ...decision import (
     CLASSES,
     FEATURES,
     JUDGE_FEATURES,
@@ -27,8 +27,8 @@ from ..decision import (
     may_be_unsafe,
     turn_flip,
 )
-from ..evidence import CUES
-from ..schema import Category, Dialogue, DialogueVerdict
+from ...evidence import CUES
+from ...schema import Category, Dialogue, DialogueVerdict
 from .cross_fitting import cross_fit
 from .judged_turns import UNSAFE_GOLD, ClaimRow, TurnRows, turns_of
 
@@ -120,7 +120,7 @@ def decide_turn(turn: TurnRows, rule: DecisionRule | None, *, judge: bool = True
     all; False is the evidence baseline), then the rule's turn decision through the turn's most doubtful claim
     (``decision.turn_flip``: its turn threshold or turn model makes that claim unsafe); the turn's label follows from
     its claims."""
-    from ..scoring import turn_label
+    from ...scoring import turn_label
 
     categories: list[str] = []
     p_unsafe: list[float | None] = []
@@ -157,7 +157,7 @@ def cross_fitted(turns: Sequence[TurnRows], fold_of: Mapping[str, int],
 def turn_scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
     """``scoring.turn_metrics`` of the turns with a gold label (unknown counts wrong), under short names, with the
     false alarms and misses."""
-    from ..scoring import turn_metrics
+    from ...scoring import turn_metrics
 
     scored = [d for d in decided if d.turn.gold_label in ("hallucinated", "faithful")]
     metrics = turn_metrics([d.label for d in scored], [d.turn.gold_label for d in scored])
@@ -200,7 +200,7 @@ BANDS: tuple[Band, ...] = tuple(Band(low=low, high=high) for low, high in
 
 def scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
     """Turn scores, claim scores against the annotators (``probing.claim_scores``) and LM calls per turn."""
-    from .probing import claim_scores
+    from ..demos import claim_scores
 
     categories, gold = claim_decisions(decided)
     return {**turn_scores(decided), "claims": claim_scores(categories, gold),
@@ -214,8 +214,8 @@ def choose_rule(turns: Sequence[TurnRows], fold_of: Mapping[str, int], *, alpha:
     decisions; ties: the fewer features), then the widest cascade band whose claim decisions are not significantly
     worse (exact McNemar, ``alpha``) than asking the judge about every claim, fitted again on all ``turns``.
     Returns (rule, the numbers of every choice)."""
-    from .gate import PairedTest
-    from .probing import decision_right
+    from ..demos import decision_right
+    from ..gate import PairedTest
 
     record: dict[str, Any] = {"turns": len(turns), "seed": scores(replay(turns, None))}
     has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
@@ -270,7 +270,7 @@ def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int =
     base's."""
     import dspy
 
-    from ..run.runner import Threads, evaluate
+    from ...run.runner import Threads, evaluate
     from .cross_fitting import folds as make_folds
 
     def progress(verdict: DialogueVerdict) -> None:

@@ -1,7 +1,7 @@
 """Per-model prompt tuning as a priced optuna study: every trial is a candidate program, measured on two objectives
 at once -- its balanced turn accuracy on labelled dialogues (maximised) and what a judged turn costs (minimised: the
-server's own time for a local model, litellm's prices for a hosted one, ``pricing``) -- so that the study's result is
-a Pareto front, not one winner (``study_result``: the front, a pick within a budget, the seed-anchored gate).
+server's own time for a local model, litellm's prices for a hosted one, ``metrics.Price``) -- so that the study's result is
+a Pareto front, not one winner (``result``: the front, a pick within a budget, the seed-anchored gate).
 
 - **The choices** a trial makes (``search_space``): per stage, how many demos and (with a demo pool built from human
   annotations) whose demos and which; the units judged (Decompose's claims or the turn's sentences); label-only
@@ -13,7 +13,7 @@ a Pareto front, not one winner (``study_result``: the front, a pick within a bud
   on the objective's labelled dialogues (``ObjectiveData``, e.g. the suite's compile part), each verdict with the
   usage of the calls that reached the model. ``program_judge`` is the one that runs a program (the LM cache off:
   a cached answer costs nothing); tests give any function with that signature.
-- **The design** (``study_plan``): a new study first measures the starting programs (the seed; the model's shipped
+- **The design** (``plan``): a new study first measures the starting programs (the seed; the model's shipped
   program), each with a few changes, then the seed with one choice changed at a time (what each lever costs and buys
   on its own), then lets optuna's multi-objective TPE sample. Storage makes it resumable, and the study keeps the
   programs it starts from, so a trial means the same after a new default ships.
@@ -30,13 +30,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..compiled.files import SEED_PROGRAM
-from ..program import Vista
-from ..schema import Category, Dialogue, DialogueVerdict, UsageCounts
-from ..signatures import TERSE_INSTRUCTIONS
-from .demos import DEFAULT_DEMOS, Pool, install
-from .pricing import Price
-from .study_plan import DESIGNS, NARROW_BANDS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
+from ...compiled.files import SEED_PROGRAM
+from ...program import Vista
+from ...schema import Category, Dialogue, DialogueVerdict, UsageCounts
+from ...signatures import TERSE_INSTRUCTIONS
+from ..demos import DEFAULT_DEMOS, Pool, install
+from ..metrics import Price
+from .plan import DESIGNS, NARROW_BANDS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
 
 STAGES: tuple[str, ...] = tuple(DEFAULT_DEMOS)  # decompose, verify, categorize
 # Instructions a trial may give some stages instead of its starting program's own: {variant: {stage: text}}. A study
@@ -76,7 +76,7 @@ def band_label(band) -> str:
 
 def band_named(label: str):
     """The cascade band a choice names (None: no cascade, every unit asked)."""
-    from ..decision import Band
+    from ...decision import Band
 
     if label == NO_CASCADE:
         return None
@@ -87,13 +87,13 @@ def band_named(label: str):
 def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[Choice, ...]:
     """The choices a trial makes, given the programs it may start from (``bases``, the seed first) and the demo
     pool (None or empty: every demo is a base program's)."""
-    from .rule_fitting import BANDS
+    from ..rules.rule_fitting import BANDS
 
     space: list[Choice] = []
     if len(bases) > 1:
         space.append(Choice("program", tuple(bases), "the program the trial starts from: its demos, options and "
                                                      "decision rule (the seed: the paper's method, no rule)"))
-    pooled = [stage for stage in STAGES if pool is not None and pool.sizes().get(stage)]
+    pooled = [stage for stage in STAGES if pool is not None and pool.offers(stage)]
     for stage in STAGES:
         space.append(Choice(f"demos_{stage}", (0, DEFAULT_DEMOS[stage]), f"how many demos {stage.capitalize()} "
                             "reads (each is prompt the model reads on every call)", integer=True))
@@ -159,7 +159,7 @@ def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str
     """The program a trial's choices describe. A stage whose demos come from its base keeps the first k of the
     base's; one whose demos come from the pool gets k pool demos (a thin pool topped up with the base's). An
     instructions variant's texts come from ``instructions`` (what a study measured), else from ``INSTRUCTIONS``."""
-    from .rule_fitting import with_cascade
+    from ..rules.rule_fitting import with_cascade
 
     base = bases[params.get("program", SEED_PROGRAM)]
     budgets = {stage: int(params.get(f"demos_{stage}", len(getattr(base, stage).demos))) for stage in STAGES}
@@ -223,7 +223,7 @@ def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: Objective
     LM and adapter of the current dspy context, its cache off (a trial is priced by the calls it makes)."""
     import dspy
 
-    from ..run.runner import Threads, evaluate
+    from ...run.runner import Threads, evaluate
 
     def judge(params: Mapping[str, Any]) -> list[DialogueVerdict]:
         program = candidate(bases, pool, params, instructions)
@@ -272,7 +272,7 @@ class Outcome(BaseModel):
 def claim_key(dialogue_id: str, turn_index: int, claim: str) -> str:
     """A claim by dialogue, turn and a hash of its normalised text: two programs' decisions on the same claim pair up,
     and a study result holds no claim's words."""
-    from .metrics import claim_tokens
+    from ..metrics import claim_tokens
 
     text = " ".join(sorted(claim_tokens(claim).elements()))
     return f"{dialogue_id}#{turn_index}#{hashlib.sha256(text.encode()).hexdigest()[:12]}"
@@ -280,8 +280,8 @@ def claim_key(dialogue_id: str, turn_index: int, claim: str) -> str:
 
 def measure(data: ObjectiveData, verdicts: Sequence[DialogueVerdict], price: Price, *, seed: int = 0) -> Outcome:
     """Both objectives of one candidate, with intervals, and its item-wise record."""
-    from .judged_turns import UNSAFE_GOLD, label_claims
-    from .metrics import balanced_accuracy, balanced_accuracy_interval, grouped_interval
+    from ..metrics import balanced_accuracy, balanced_accuracy_interval, grouped_interval
+    from ..rules.judged_turns import UNSAFE_GOLD, label_claims
 
     by_id = {v.dialogue_id: v for v in verdicts}
     missing = [d.id for d in data.dialogues if d.id not in by_id]
@@ -378,6 +378,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
           + list(queued),
           {choice.name for choice in space})
     bases = bases or {}
+    spent = [0.0]  # what this session's trials cost so far, in the price's raw unit (seconds, dollars)
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         params = suggest(trial, space, bases) if bases else {c.name: c.suggest(trial) for c in space}
@@ -389,8 +390,10 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
             raise
         outcome = measure(data, verdicts, price, seed=seed)
         trial.set_user_attr("outcome", outcome.model_dump(mode="json"))
+        spent[0] += sum(outcome.cost_by_dialogue)
         log(f"trial {trial.number}: balanced accuracy {outcome.balanced_accuracy:.3f} "
-            f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}")
+            f"{list(outcome.balanced_accuracy_interval)}, {outcome.cost:.4g} {price.unit}; this session so far "
+            + (f"${spent[0]:,.2f}" if price.name == "dollars" else f"{spent[0]:,.0f} s of server time"))
         return outcome.balanced_accuracy, outcome.cost
 
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)

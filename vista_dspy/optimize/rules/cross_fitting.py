@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ..schema import Dialogue
+    from ...schema import Dialogue
 
 
 class OfDialogue(Protocol):

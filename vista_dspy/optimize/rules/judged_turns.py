@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..decision import features
-from ..evidence import evidence_of
-from ..schema import Dialogue, DialogueVerdict
-from .metrics import match_claims
+from ...decision import features
+from ...evidence import evidence_of
+from ...schema import Dialogue, DialogueVerdict
+from ..metrics import match_claims
 
 UNSAFE_GOLD = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
 
@@ -101,7 +101,7 @@ def label_claims(dialogue: Dialogue, index: int, claims: Sequence[str], source: 
     then (``nearest+faithful``) for a claim still without one in a turn the annotators found faithful, a safe
     judgement (every claim of a faithful turn is safe): its most similar safe human claim's, else VERIFIED.
     None: unknown (not fitted on)."""
-    from .metrics import token_f1
+    from ..metrics import token_f1
 
     if labelling not in LABELLINGS:
         raise ValueError(f"unknown labelling {labelling!r}; choose one of {', '.join(LABELLINGS)}")

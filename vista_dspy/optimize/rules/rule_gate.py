@@ -1,5 +1,5 @@
 """One rule for claims and turns, and the gate a rule-compiled program must pass, computed from a recorded probe (no
-LM call): the arithmetic that ``vista compile --optimizer rule --probe DIR`` and ``benchmarks/rule_table.py`` run.
+LM call): the arithmetic that ``vista compile --probe DIR`` and ``benchmarks/rule_table.py`` run.
 
 - ``fit_for_turns`` (``"threshold"``): the rule's models fitted on the claims of some turns, then two thresholds
   chosen on cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..decision import UNSAFE_CATEGORIES, Band, DecisionRule, may_be_unsafe, most_doubtful, unsafe_by_its_figures
+from ...decision import UNSAFE_CATEGORIES, Band, DecisionRule, may_be_unsafe, most_doubtful, unsafe_by_its_figures
+from ..gate import TURN_MARGIN, Gate, PairedTest
 from .cross_fitting import random_halves
-from .gate import TURN_MARGIN, Gate, PairedTest
 from .judged_turns import TurnRows
 from .rule_fitting import (
     BANDS,
@@ -47,8 +47,8 @@ def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | N
     whose figure or name no source holds unsafe at any P, ``decision.unsafe_by_its_figures``) and the turn's most
     doubtful claim that may be unsafe at ``turn``: the deployed rule's arithmetic (``most_doubtful``,
     ``scoring.turn_label``)."""
-    from ..schema import Category
-    from ..scoring import turn_label
+    from ...schema import Category
+    from ...scoring import turn_label
 
     out = []
     for d in decided:

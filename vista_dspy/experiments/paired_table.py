@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..optimize.demos import claim_scores
+from ..optimize.gate import PairedTest
+from ..optimize.rules.judged_turns import turns_of
+from ..optimize.rules.rule_fitting import TurnDecision, scores
+from ..optimize.rules.rule_gate import by_claim_count, paired_claims, paired_turns, turn_difference_interval
 from ..schema import Dialogue, DialogueVerdict
-from .gate import PairedTest
-from .judged_turns import turns_of
-from .probing import claim_scores
-from .rule_fitting import TurnDecision, scores
-from .rule_gate import by_claim_count, paired_claims, paired_turns, turn_difference_interval
 
 HEADER = ("| decisions | turn acc. | false alarms / misses | P / R / F1 (hallucinated) | claim decisions | "
           "five-way acc. / macro-F1 | contradicted -> verified | LM calls / turn | vs {base}: turns (95% interval) "

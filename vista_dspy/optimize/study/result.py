@@ -2,7 +2,7 @@
 and their intervals, and the item-wise record that lets any two trials be paired again (turn letters, hashed claim
 keys, costs per dialogue; no dataset text). From it alone, with no LM and no optuna storage: the Pareto front
 (optuna's own, ``front``), the most accurate front trial within a budget (``pick``), and its gate against the seed
-trial (``gate``, ``seed_gate``) -- what ``vista compile --budget`` and the study page read.
+trial (``gate``, ``gate.seed_gate``) -- what ``vista compile --budget`` and the study page read.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .pricing import Price
-from .seed_gate import SeedGate, seed_gate
-from .study import OBJECTIVES, Outcome
+from ..gate import SeedGate, seed_gate
+from ..metrics import Price
+from .run import OBJECTIVES, Outcome
 
 if TYPE_CHECKING:
-    from ..program import Vista
+    from ...program import Vista
 
 RESULT_FORMAT = "vista-study-result"
 RESULT_VERSION = 1
@@ -192,8 +192,8 @@ def starting_programs(study: str, programs: Mapping[str, str], files: Mapping[st
     file the study kept, so that a trial means what it meant when it ran even after a program of that name changed
     (a new default ships). A study that kept only the hash reads the program of that name now, if its content is
     still the one measured. ``changes``: judging options that do not change a program's content (the endpoint's)."""
-    from ..compiled.files import SEED_PROGRAM, ProgramFile
-    from ..program import Vista
+    from ...compiled.files import SEED_PROGRAM, ProgramFile
+    from ...program import Vista
 
     bases = {}
     for name, recorded in programs.items():
@@ -212,8 +212,8 @@ def starting_programs(study: str, programs: Mapping[str, str], files: Mapping[st
 def export(study, *, command: str | None = None) -> StudyResult:
     """A study result from an optuna study that ``study.run_study`` ran (its user attributes hold the data, price,
     space and where it ran)."""
-    from .. import __version__
-    from .study_plan import trial_params
+    from ... import __version__
+    from .plan import trial_params
 
     attrs = dict(study.user_attrs)
     trials = []

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..decision import DecisionRule
+from ...decision import DecisionRule
 from .judged_turns import TurnRows
 from .rule_fitting import with_cascade
 from .rule_gate import (
@@ -25,7 +25,7 @@ from .rule_gate import (
 )
 
 if TYPE_CHECKING:
-    from .compile import CompileResult
+    from ..compile import CompileResult
 
 
 class NotLive(ValueError):
@@ -37,8 +37,8 @@ def probe_program(meta: dict[str, Any], has_coverage: bool, name: str):
     options (those a program file keeps: coverage, units, explain_unverified ...), checked against the probe's
     program hash. A probe without a hash, or of another program (e.g. a replay of the seed's claims judged again),
     is refused: a rule is fitted only on the program as it ran."""
-    from ..options import NOT_SAVED, JudgeOptions
-    from ..program import Vista
+    from ...options import NOT_SAVED, JudgeOptions
+    from ...program import Vista
 
     recorded_options = {k: v for k, v in (meta.get("options") or {}).items()
                         if k in JudgeOptions.model_fields and k not in NOT_SAVED}
@@ -82,8 +82,8 @@ def compile_from_probe(probe: Path, base_probe: Path | None = None, *, name: str
 
     import dspy
 
-    from .compile import CompileResult
-    from .gate import ProgramMeta
+    from ..compile import CompileResult
+    from ..gate import ProgramMeta
     from .probe_records import read_probe
 
     if recipe_name not in RECIPES:
