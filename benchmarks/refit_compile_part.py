@@ -34,11 +34,11 @@ from vista_dspy.decision import DecisionRule
 from vista_dspy.evidence import CUES, evidence_of
 from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.grounding import sentence_units
-from vista_dspy.optimize.cross_fitting import folds
-from vista_dspy.optimize.judged_turns import ClaimRow, TurnRows
-from vista_dspy.optimize.probe_records import read_probe, write_probe
-from vista_dspy.optimize.rule_fitting import cross_fitted, fit_rule, scores, with_cascade
-from vista_dspy.optimize.rule_gate import choose_turn_model_rule, two_fold
+from vista_dspy.optimize.rules.cross_fitting import folds
+from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+from vista_dspy.optimize.rules.probe_records import read_probe, write_probe
+from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_rule, scores, with_cascade
+from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, two_fold
 
 PROBES = Path(__file__).parent / "probes"
 # {program: (its live probe, the recomputed record, whether its units are the turn's sentences)}
@@ -170,7 +170,7 @@ def refit_program(name: str, compile_dialogues, write: bool) -> None:
     meta_path = path.with_name(f"{name}.meta.json")
     meta = json.loads(meta_path.read_text())
     meta["program_sha256"] = file.content_hash
-    meta["fitted_on"] = {"rule": seen}
+    meta["fitted_on"] = seen
     settings = meta["settings"].setdefault("rule_compiled", {}) if name == "local" else meta["settings"]
     settings.clear()
     settings.update({
