@@ -59,18 +59,22 @@ def conversation(turns: Sequence[tuple[str, str, Sequence[str] | None]], *, back
                     background=list(background))
 
 
-def judge_conversation(metric: Any, dialogue: Dialogue) -> ConversationVerdict:
-    """``dialogue`` judged by ``metric`` (a ``VistaMetric``), as a ``ConversationVerdict``."""
-    return conversation_verdict(metric.judge_dialogue(dialogue))
+def judge_conversation(metric: Any, dialogue: Dialogue, positions: Sequence[int] | None = None
+                       ) -> ConversationVerdict:
+    """``dialogue`` judged by ``metric`` (a ``VistaMetric``), as a ``ConversationVerdict``; ``positions``: each
+    dialogue turn's index in the framework's own list (default: the same)."""
+    return conversation_verdict(metric.judge_dialogue(dialogue), positions)
 
 
-async def ajudge_conversation(metric: Any, dialogue: Dialogue) -> ConversationVerdict:
+async def ajudge_conversation(metric: Any, dialogue: Dialogue, positions: Sequence[int] | None = None
+                              ) -> ConversationVerdict:
     """``judge_conversation`` off the event loop (the judge's calls block; the framework's loop keeps running)."""
-    return await asyncio.to_thread(judge_conversation, metric, dialogue)
+    return await asyncio.to_thread(judge_conversation, metric, dialogue, positions)
 
 
-def conversation_verdict(verdict: DialogueVerdict) -> ConversationVerdict:
-    """A dialogue's verdict as one score, one reason and a verdict per assistant turn."""
+def conversation_verdict(verdict: DialogueVerdict, positions: Sequence[int] | None = None) -> ConversationVerdict:
+    """A dialogue's verdict as one score, one reason and a verdict per assistant turn, each turn named by its index
+    in the framework's list (``positions[turn_index]``; default: the dialogue's own index)."""
     from ..run.judge_metric import claim_line, unjudged_parts
     from ..run.reward_records import claim_record
 
@@ -85,7 +89,10 @@ def conversation_verdict(verdict: DialogueVerdict) -> ConversationVerdict:
     unsafe = [(turn, claim) for turn, claim in claims if claim.category in UNSAFE]
     labels = [turn.label for turn in verdict.turns]
     label = ("hallucinated" if "hallucinated" in labels else "unknown" if "unknown" in labels else "faithful")
-    turns = [turn_record(turn, claim_record) for turn in verdict.turns]
+    def at(turn: TurnVerdict) -> int:
+        return positions[turn.turn_index] if positions is not None else turn.turn_index
+
+    turns = [{**turn_record(turn, claim_record), "turn": at(turn)} for turn in verdict.turns]
     n_turns = len(verdict.turns)
     if not claims:
         reason = f"Faithful: its {n_turns} assistant turn(s) make no claim, so nothing in them can be unsupported."
@@ -96,7 +103,7 @@ def conversation_verdict(verdict: DialogueVerdict) -> ConversationVerdict:
         reason = "\n".join([f"Hallucinated: {len(unsafe)} of the {len(claims)} claims in its {n_turns} assistant "
                             f"turn(s) {'is' if len(unsafe) == 1 else 'are'} not supported by the turn's passages "
                             f"or the conversation before it.",
-                            *(f"- turn {turn.turn_index}: {claim_line(claim)}" for turn, claim in unsafe)])
+                            *(f"- turn {at(turn)}: {claim_line(claim)}" for turn, claim in unsafe)])
     if unjudged:
         reason += "\n" + "\n".join(f"(not judged: {part})" for part in unjudged)
     return ConversationVerdict(score, label, reason, turns, unjudged)
