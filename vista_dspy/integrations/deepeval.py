@@ -27,7 +27,7 @@ except ImportError as exc:
     raise ImportError("the DeepEval metric needs DeepEval: pip install 'vista-dspy[deepeval]'") from exc
 
 
-class VistaConversationalMetric(BaseConversationalMetric):  # type: ignore[misc]
+class VistaConversationalMetric(BaseConversationalMetric):
     """VISTA's factuality of a whole conversation, as a DeepEval conversational metric.
 
     Args:
@@ -60,10 +60,8 @@ class VistaConversationalMetric(BaseConversationalMetric):  # type: ignore[misc]
         return self._keep(await ajudge_conversation(self.judge, self._dialogue(test_case)))
 
     def is_successful(self) -> bool:
-        if self.error is not None or self.score is None:
-            self.success = False
-        else:
-            self.success = self.score >= self.threshold
+        score, threshold = self.score, self.threshold
+        self.success = self.error is None and score is not None and threshold is not None and score >= threshold
         return bool(self.success)
 
     @property

@@ -35,7 +35,7 @@ except ImportError as exc:
 PASSAGES = "retrieved_contexts"  # an AIMessage's metadata key for its passages
 
 
-class VistaMultiTurn(MultiTurnMetric):  # type: ignore[misc]
+class VistaMultiTurn(MultiTurnMetric):
     """VISTA's factuality of a whole conversation, as a RAGAS multi-turn metric.
 
     Args:
