@@ -1,0 +1,62 @@
+"""The wheel installs beside the platforms users already run: a fresh venv first gets each platform extra's library
+(MLflow, Inspect AI, Langfuse, RAGAS, DeepEval) and pandas 2.2, at releases other than CI's lock
+(constraints/ci.txt, constraints/deepeval.txt) but inside pyproject.toml's ranges; then ``pip install`` of the
+built wheel (its dependencies from the package index, as a user gets them) must change none of them. It needs the
+package index (the one network this project's CI reaches) and takes a few minutes: slow. (That the chosen releases
+are inside the ranges and not the locks' is checked first, quickly.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from test_constraints import pinned, requirements
+from test_wheel import build_wheel
+
+# Already in the user's venv, each at a release the locks do not hold. langchain-community: RAGAS's own requirement,
+# bounded by the [ragas] extra (see pyproject.toml).
+BEFORE = {"mlflow": "3.10.0", "inspect-ai": "0.3.270", "langfuse": "5.0.1", "ragas": "0.4.0",
+          "langchain-community": "0.4.1", "deepeval": "4.0.0", "pandas": "2.2.3"}
+EXTRAS = ("mlflow", "inspect", "langfuse", "ragas", "deepeval")
+
+
+def installed(python: Path) -> dict[str, str]:
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True).stdout
+    return {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed)}
+
+
+def test_the_chosen_releases_are_inside_the_ranges_and_not_the_locks():
+    ranges = {canonicalize_name(r.name): r.specifier for r in requirements(*EXTRAS)}
+    locked = {**pinned("ci.txt"), **pinned("deepeval.txt")}
+    for name, version in BEFORE.items():
+        key = canonicalize_name(name)
+        if name != "langchain-community":  # RAGAS's requirement, not a platform's library
+            assert Version(version) != locked.get(key), f"{name} {version} is the lock's release"
+        if key in ranges:
+            assert Version(version) in ranges[key], f"{name} {version} is outside {ranges[key]}"
+    [pandas] = [r for r in requirements() if r.name == "pandas"]
+    assert BEFORE["pandas"] in pandas.specifier
+
+
+@pytest.mark.slow
+def test_pip_install_of_the_wheel_changes_none_of_the_platforms_libraries(tmp_path):
+    wheel = build_wheel(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, *(f"{name}=={version}" for name, version in BEFORE.items())], check=True, timeout=1200)
+    before = installed(python)
+    assert {n: before.get(canonicalize_name(n)) for n in BEFORE} == BEFORE
+    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = installed(python)
+    assert after.get("vista-dspy") == wheel.name.split("-")[1]  # the wheel, installed
+    assert {n: after.get(canonicalize_name(n)) for n in BEFORE} == BEFORE
+    changed = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
+    assert changed == {}, "pip changed what the user had installed"
