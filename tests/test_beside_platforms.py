@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_constraints import pinned, requirements
+from test_constraints import REPO, pinned, requirements
 from test_wheel import build_wheel
 
 # Already in the user's venv, each at a release the locks do not hold. langchain-community: RAGAS's own requirement,
@@ -42,6 +42,8 @@ def test_the_chosen_releases_are_inside_the_ranges_and_not_the_locks():
             assert Version(version) in ranges[key], f"{name} {version} is outside {ranges[key]}"
     [pandas] = [r for r in requirements() if r.name == "pandas"]
     assert BEFORE["pandas"] in pandas.specifier
+    user_venv = pinned("beside-platforms.txt")
+    assert {name: str(user_venv[canonicalize_name(name)]) for name in BEFORE} == BEFORE
 
 
 @pytest.mark.slow
@@ -50,7 +52,9 @@ def test_pip_install_of_the_wheel_changes_none_of_the_platforms_libraries(tmp_pa
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
     python = tmp_path / "venv" / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, *(f"{name}=={version}" for name, version in BEFORE.items())], check=True, timeout=1200)
+    user_venv = REPO / "constraints" / "beside-platforms.txt"  # the rest of that venv, resolved once
+    subprocess.run([*pip, "-c", str(user_venv), *(f"{name}=={version}" for name, version in BEFORE.items())],
+                   check=True, timeout=1200)
     before = installed(python)
     assert {n: before.get(canonicalize_name(n)) for n in BEFORE} == BEFORE
     done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, timeout=1200)

@@ -4,13 +4,14 @@ metrics=[VistaMultiTurn("gpt-4o")])``, or ``await VistaMultiTurn(...).ascore(use
 A ``MultiTurnSample``'s messages are read in order: each ``AIMessage`` is judged against its passages and the claims
 of the turns before it. Its passages are its ``metadata["retrieved_contexts"]`` (RAGAS's name for retrieved
 passages) when it has them, else the ``ToolMessage`` results since the last ``HumanMessage`` (what a retrieval tool
-returned before the answer; the ``AIMessage`` that only calls the tool is not judged); with neither it is judged against the conversation alone. Two RAGAS conventions:
+returned before the answer; the ``AIMessage`` that only calls the tool is not judged); with neither it is judged
+against the conversation alone. Two RAGAS conventions:
 
 - the legacy ``MultiTurnMetric`` one, which ``ragas.evaluate`` runs: a float per sample, VISTA's score (the share of
   the conversation's claims that are safe; 1.0 when no AI message makes a claim);
 - the collections one (``ascore`` / ``score``): a ``MetricResult`` whose ``value`` is that score and whose
-  ``reason`` names each unsafe claim with its message's index in ``user_input``, category and the judge's reason; its ``traces``
-  ``output`` holds the per-message verdicts.
+  ``reason`` names each unsafe claim with its message's index in ``user_input``, its category and the judge's
+  reason; its ``traces["output"]`` holds the per-message verdicts.
 
 A conversation none of whose claims could be judged raises ``ConversationNotJudged`` (``ragas.evaluate`` records
 NaN for it, or raises with ``raise_exceptions=True``). Needs ``pip install 'vista-dspy[ragas]'``; RAGAS's usage
