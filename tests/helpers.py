@@ -123,3 +123,26 @@ def museum_conversations(n: int) -> list[list[dict]]:
             {"role": "user", "utterance": "Anything else?"},
             {"role": "assistant", "utterance": second, "retrieved_document": doc}])
     return conversations
+
+
+class LoopbackOnly:
+    """While active, a socket may connect only to this machine (the fake judge): any other address is refused and
+    kept in ``refused``, so that a test can assert that a framework it runs (its telemetry, an update check, a
+    hosted judge) reached nothing outside."""
+
+    LOOPBACK = ("127.", "::1", "localhost")
+
+    def __init__(self, monkeypatch):
+        import socket
+
+        self.refused: list[str] = []
+        connect = socket.socket.connect
+
+        def guarded(sock, address):
+            host = address[0] if isinstance(address, tuple) else str(address)
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and not str(host).startswith(self.LOOPBACK):
+                self.refused.append(str(host))
+                raise OSError(f"the test allows no connection outside this machine (to {host})")
+            return connect(sock, address)
+
+        monkeypatch.setattr(socket.socket, "connect", guarded)

@@ -12,7 +12,27 @@ Names below load their module on first use (``lazy``), so the typed records impo
 package changes no environment variable (``lm.offline``: how litellm is kept off the network).
 """
 
+from typing import TYPE_CHECKING
+
 from .lazy import exports
+
+if TYPE_CHECKING:  # what an editor and a type checker see; at run time each name loads on first use
+    from .decision import DecisionRule
+    from .options import JudgeOptions
+    from .program import Vista
+    from .run.judge_metric import VistaMetric
+    from .run.reward import VistaReward
+    from .schema import (
+        Category,
+        ClaimVerdict,
+        Dialogue,
+        DialogueVerdict,
+        GoldClaim,
+        Grounding,
+        Turn,
+        TurnGold,
+        TurnVerdict,
+    )
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     "decision": ("DecisionRule",),
