@@ -342,6 +342,8 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     seed, local = Vista.from_program(None), Vista.from_program("local")
     for stage in studies.STAGES:  # the local program with all the seed's demos (the one that ships reads a third)
         getattr(local, stage).demos = list(getattr(seed, stage).demos)
+    # ... and no cascade: its rule asks the LM about every unit, whatever its evidence weights make of these turns
+    local.rule = local.rule.model_copy(update={"cascade": None})
     bases = {"seed": seed, "local": local}
     space = studies.search_space(bases)
     starts = {name: studies.base_params(name, base, space) for name, base in bases.items()}
@@ -507,7 +509,12 @@ def test_the_committed_front_rebuilds_the_shipped_program_at_its_recorded_budget
                                       "--budget", str(settings["budget"]), "--out-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert f"trial {settings['trial']}" in result.output
-    assert (tmp_path / "local.json").read_bytes() == (compiled / "local.json").read_bytes()
+    # The trial's design, as the study measured it; the shipped rule is its refit on the compile part (issue 60).
+    rebuilt, shipped = (json.loads(path.read_text()) for path in (tmp_path / "local.json", compiled / "local.json"))
+    assert rebuilt["vista"]["options"] == shipped["vista"]["options"]
+    assert {k: v for k, v in rebuilt.items() if k != "vista"} == {k: v for k, v in shipped.items() if k != "vista"}
+    assert rebuilt["vista"]["rule"]["cascade"] == shipped["vista"]["rule"]["cascade"]
+    assert settings["rule_compiled"]["command"] == "python benchmarks/refit_compile_part.py --write"
 
 
 def test_terse_instructions_change_verify_and_categorize_only_and_stay_in_the_saved_program(tmp_path):

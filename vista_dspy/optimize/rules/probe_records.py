@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.records import read_record_text, record_path
+from ...data.records import read_record_text, record_path
 from .judged_turns import ClaimRow, TurnRows
 
 RECORD_VERSION = 1
