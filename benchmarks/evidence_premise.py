@@ -303,7 +303,11 @@ def main() -> int:
     turns = Turns(suite, facts)
     shipped = read_program("local").rule
     shipped_rule = DecisionRule.model_validate(shipped).evidence_only()
-    results = {"command": "python " + " ".join(sys.argv), "part": "compile", "rows": [], "units": {}}
+    results = {"command": "python benchmarks/evidence_premise.py" + (" --factscore RUN" if args.factscore else "")
+               + (f" --out {args.out}" if args.out else ""),
+               "run": ("RUN: vista benchmark --suite compile --datasets begin,vista-human --systems factscore --model "
+                       "local --out RUN (the 1.5B's atomic facts; begin partly: 58 of 103 turns)") if args.factscore
+               else None, "part": "compile", "rows": [], "units": {}}
     for unit in ("sentences", "clauses", "atomic", "annotated"):
         if not any(unit in r[4] for r in turns.rows):
             continue
