@@ -201,23 +201,35 @@ def _numbered(knowledge: Sequence[str], numbers: Sequence[int]) -> str:
 
 
 def bounded_history(turns: Sequence[Turn], budget: int | None) -> str:
-    """The dialogue before a turn as the prompts show it (``prompts.render_history``): its last turns within
-    ``budget`` tokens (None: all of them), at least the last one, and a line saying how many earlier ones are not
-    shown."""
+    """The dialogue before a turn as the prompts show it (``prompts.render_history``), within ``budget`` tokens (None:
+    all of it), with a line saying how many earlier turns are not shown.
+
+    Cut where a server's prefix cache loses least: the history starts at an anchor -- a turn where the dialogue's
+    running length passes a multiple of half the budget, the same turns for every later prompt -- the earliest anchor
+    from which the rest fits. Consecutive prompts then share their history's start (the cache serves it) until the
+    history outgrows the budget, and it shows between half the budget and all of it; sliding by one turn per prompt
+    would make the cache read the whole history again each time. When no anchor leaves a history that fits, the last
+    turns within the budget (at least one)."""
     from .prompts import render_line
 
     if not turns:
         return NO_HISTORY
     lines = [render_line(turn.role, turn.text) for turn in turns]
-    if budget is None:
+    costs = [tokens(line) + 1 for line in lines]
+    if budget is None or sum(costs) <= budget:
         return "\n".join(lines)
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        if kept and used + tokens(line) + 1 > budget:
-            break
-        kept.append(line)
-        used += tokens(line) + 1
-    shown = list(reversed(kept))
-    omitted = len(lines) - len(shown)
-    return "\n".join(([EARLIER_TURNS.format(n=omitted)] if omitted else []) + shown)
+    half = max(budget // 2, 1)
+    anchors, running, mark = [], 0, 0
+    for index, cost in enumerate(costs):
+        if running >= mark:
+            anchors.append(index)
+            mark = (running // half + 1) * half
+        running += cost
+    tail = [sum(costs[a:]) for a in anchors]
+    start = next((a for a, rest in zip(anchors, tail) if rest <= budget), None)
+    if start is None:
+        start, used = len(lines) - 1, costs[-1]
+        while start > 0 and used + costs[start - 1] <= budget:
+            start -= 1
+            used += costs[start]
+    return "\n".join(([EARLIER_TURNS.format(n=start)] if start else []) + lines[start:])
