@@ -153,7 +153,7 @@ EvidenceTokensOption = Annotated[Optional[int], typer.Option(
                 "its passages ranked for the claims within it." + SAVED.format("1024"), show_default=False)]
 KnowledgeTokensOption = Annotated[Optional[int], typer.Option(
     min=1, help="Tokens of the knowledge store a prompt carries: the whole store when it fits, else the earlier claims "
-                "that bear on the claims within it." + SAVED.format("512"), show_default=False)]
+                "that bear on the claims within it." + SAVED.format("384"), show_default=False)]
 HistoryTokensOption = Annotated[Optional[int], typer.Option(
     min=1, help="Tokens of the dialogue before a turn that Decompose, LLM-as-Judge, the contradiction check and "
                 "--context read: its last turns within it." + SAVED.format("512"), show_default=False)]
