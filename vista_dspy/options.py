@@ -36,8 +36,6 @@ EVIDENCE_READINGS: tuple[str, ...] = ("turn", "unit", "full")
 DEFAULT_EVIDENCE_TOKENS = 1024
 DEFAULT_KNOWLEDGE_TOKENS = 384
 DEFAULT_HISTORY_TOKENS = 512
-# The reference budgets the priced study chooses among (``optimize.study.search_space``).
-EVIDENCE_BUDGETS: tuple[int, ...] = (512, 1024, 2048, 4096)
 
 
 class JudgeOptions(BaseModel):
