@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.json"
 SIZES = (0, 200, 1_000, 5_000, 20_000)
 TURNS = (5, 20, 50)
-DIALOGUES = (10, 100, 1_000)
+DIALOGUES = (10, 100, 250, 500, 750, 1_000)
 CONTEXT = 8_192  # the embedded model's tokens per slot (lm/server.py), the fake server's refusal threshold
 DONE_WHEN = 1.5
 
@@ -102,9 +102,8 @@ def judges(mode: str, short_answer_tokens: int | None) -> dict[str, object]:
     from vista_dspy import Vista
     from vista_dspy.baselines import FActScore, LLMJudge
 
-    if mode == "no-lm":
-        return {f"evidence/{r}": Vista.evidence_from_program("local", units="sentences", evidence=r)
-                for r in ("turn", "full")}
+    if mode == "no-lm":  # (no prompt: the reading changes nothing but the claims' records)
+        return {"evidence/turn": Vista.evidence_from_program("local", units="sentences")}
     endpoint = {"short_answer_tokens": short_answer_tokens}
     found: dict[str, object] = {}
     for reading in ("turn", "unit", "full"):
@@ -179,6 +178,7 @@ def judge_all(judge, dialogues: list, endpoint: Endpoint, *, trace: bool = True)
     from vista_dspy.schema import Usage
     from vista_dspy.scoring import evidence_read
 
+    cold()
     since = endpoint.seen()
     usage = Usage()
     verdicts = []
@@ -222,6 +222,15 @@ def judge_all(judge, dialogues: list, endpoint: Endpoint, *, trace: bool = True)
     }
 
 
+def cold() -> None:
+    """Empty the text caches (sentences, paragraphs, a turn's evidence), so that no measurement reuses the work of the
+    one before it."""
+    from vista_dspy import evidence, grounding
+
+    for cache in (grounding._sentences, evidence._paragraphs, evidence._passages, evidence._turn_evidence):
+        cache.cache_clear()
+
+
 def _div(a: float, b: float) -> float | None:
     return round(a / b, 2) if b else None
 
@@ -261,6 +270,7 @@ def dialogues_growth(judge, endpoint: Endpoint, rows: list) -> dict:
 
     dspy.configure(disable_history=True)  # as `vista evaluate` (a run keeps no call history)
     dialogues = [wow_dialogue(rows, 2, start=2 * i, name="run") for i in range(DIALOGUES[-1])]
+    cold()
     points = []
     done, previous, started = 0, 0, time.perf_counter()
     with dspy.context(lm=endpoint.lm, adapter=build_adapter("json")):
@@ -274,10 +284,21 @@ def dialogues_growth(judge, endpoint: Endpoint, rows: list) -> dict:
             points.append({"dialogues": target, "stretch": target - previous, "stretch_s": round(seconds, 2),
                            "dialogues_per_s": round((target - previous) / seconds, 2), "calls": calls,
                            "rss_mb": round(_rss_mb(), 1),
-                           "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+                           "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                           "caches": _cache_sizes()})
             _say(f"(c) {target} dialogues", points[-1])
             done = previous = target
     return {"points": points, "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def _cache_sizes() -> dict[str, str]:
+    """Entries / bound of the text caches that hold memory between dialogues (bounded: memory they hold stops
+    growing once they are full)."""
+    from vista_dspy import evidence, grounding
+
+    caches = {"sentences": grounding._sentences, "paragraphs": evidence._paragraphs, "passages": evidence._passages,
+              "turn_evidence": evidence._turn_evidence}
+    return {name: f"{c.cache_info().currsize}/{c.cache_info().maxsize}" for name, c in caches.items()}
 
 
 def _rss_mb() -> float:
