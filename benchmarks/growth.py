@@ -318,7 +318,7 @@ def done_when(record: dict) -> list[dict]:
         alone = sizes["0"]["prompt_tokens_per_call"]
         for words in ("5000", "20000"):
             row = sizes[words]
-            ratio = _div(row["prompt_tokens_per_call"] or 0, alone or 0) if alone else None
+            ratio = _div(row["prompt_tokens_per_call"], alone) if alone and row["prompt_tokens_per_call"] else None
             rows.append({"growth": "sources", "judge": name, "at": f"{words} words", "ratio": ratio,
                          "errors": row["errors"], "meets": ratio is not None and ratio <= DONE_WHEN and not row["errors"]})
     for name, turns in record.get("dialogue", {}).items():
