@@ -342,15 +342,15 @@ def pictures(record: dict, out: Path, mode: str) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, sizes in record["sources"].items():
         xs = [max(int(w), 50) for w in sizes]
-        ys = [(row[metric] if mode != "no-lm" else row["per_turn"]["wall_s"]) for row in sizes.values()]
-        ax.plot(xs, ys, marker="o", label=name)
+        # A size whose prompts did not fit (ERROR claims) has no point: its failed calls count no tokens.
+        ys = [float("nan") if row["errors"] else (row[metric] if mode != "no-lm" else row["per_turn"]["wall_s"])
+              for row in sizes.values()]
+        failed = [w for w, row in sizes.items() if row["errors"]]
+        ax.plot(xs, ys, marker="o", label=name + (f" (ERROR from {failed[0]} words)" if failed else ""))
     ax.set_xscale("log")
     ax.set_xlabel("words of sources per reference (the own passage alone plotted at 50)")
     ax.set_ylabel(label)
-    ax.set_title(f"(a) sources grow [{mode}]; errors: " + ", ".join(
-        f"{n} {sum(r['errors'] for r in s.values())}" for n, s in record["sources"].items() if any(
-            r["errors"] for r in s.values())) if any(r["errors"] for s in record["sources"].values()
-                                                     for r in s.values()) else f"(a) sources grow [{mode}]")
+    ax.set_title(f"(a) the sources grow [{mode}]")
     ax.legend(fontsize=7)
     written.append(_save(fig, out / f"growth-{mode}-sources.png"))
     if record.get("dialogue"):
