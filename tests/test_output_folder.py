@@ -176,12 +176,16 @@ def test_a_program_edited_after_its_gate_is_read_with_a_warning(tmp_path):
 
 
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"], ids=["litellm", "native"])
-def test_a_document_longer_than_the_context_fails_its_turn_alone(model):
-    long = dialogue(user("When did it open?"), assistant("The museum opened in 1901.", "It opened in 1901. " * 3000),
+@pytest.mark.parametrize("document, reading", [
+    ("It opened in 1901. " * 3000, "full"),  # every word read (the paper's reading): 14,000 tokens
+    ("It opened in 1901 and " * 3000, "turn"),  # one sentence of 16,000 tokens: the passage that decides is all of it
+], ids=["full-reading", "one-long-sentence"])
+def test_a_document_longer_than_the_context_fails_its_turn_alone(model, document, reading):
+    long = dialogue(user("When did it open?"), assistant("The museum opened in 1901.", document),
                     user("Is it big?"), assistant("The museum is big.", "The museum is big."), id="long")
     with FakeOpenAIServer(context_tokens=4000) as server:
         config = ModelConfig(model=model, api_base=server.url, num_retries=0, cache=False)
-        result = evaluate([long], Vista.from_program(), Threads(config.build()))
+        result = evaluate([long], Vista.from_program(evidence=reading), Threads(config.build()))
     too_long, short = result.verdicts[0].turns
     assert too_long.label == "unknown" and short.label == "faithful"
     assert [c.error.split(":")[0] for c in too_long.claims] == ["the prompt does not fit the model's context "

@@ -6,6 +6,10 @@
   recorded as VERIFIED, unsupported ones as LACKING EVIDENCE (FActScore has no finer categories).
 - ``LLMJudge``: one holistic call per judged turn, given the reference and the history: faithful or hallucinated,
   with an explanation on the turn verdict (no claims).
+
+Both read the reference as VISTA's stages do (``reading``): whole when it fits ``evidence_tokens``, else the passages
+ranked for the turn's facts (FActScore; "unit": each fact's own) or sentences (LLM-as-Judge), within it; "full" reads
+every word (the baselines as the paper ran them). LLM-as-Judge's history is its last turns within ``history_tokens``.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from typing import Any
 import dspy
 
 from . import scoring
-from .grounding import split_sentences
-from .prompts import clean_claims, render_history
+from .evidence import TurnEvidence
+from .grounding import sentence_units, split_sentences
+from .options import DEFAULT_EVIDENCE_TOKENS, DEFAULT_HISTORY_TOKENS, Evidence
+from .prompts import clean_claims
+from .reading import SourceReader, bounded_history
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
-from .signatures import NO_REFERENCE, AtomicFacts, IsSupported, JudgeTurn
+from .signatures import AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage
 
 FACT_DEMOS = [
@@ -51,11 +58,18 @@ def _examples(demos: list[dict]) -> list[dspy.Example]:
     return [dspy.Example(**demo) for demo in demos]
 
 
+def _reader(reference: str | None, evidence: str, evidence_tokens: int) -> SourceReader:
+    """How a baseline's prompt reads a turn's reference (it has no knowledge store)."""
+    return SourceReader(TurnEvidence.of(reference, [], []), reference, [], reading=evidence,
+                        reference_tokens=evidence_tokens, knowledge_tokens=evidence_tokens)
+
+
 class FActScore(StagedModule):
     """FActScore adapted to dialogue turns (see the module docstring)."""
 
     def __init__(self, *, split_sentences: bool = True, zero_shot: bool = False,
-                 short_answer_tokens: int | None = None) -> None:
+                 short_answer_tokens: int | None = None, evidence: Evidence = "turn",
+                 evidence_tokens: int = DEFAULT_EVIDENCE_TOKENS) -> None:
         super().__init__()
         self.facts = dspy.Predict(AtomicFacts)
         self.support = dspy.Predict(IsSupported)
@@ -64,11 +78,13 @@ class FActScore(StagedModule):
         self.split_sentences = split_sentences
         self.zero_shot = zero_shot
         self.short_answer_tokens = short_answer_tokens
+        self.evidence, self.evidence_tokens = evidence, evidence_tokens
         self.program_name = "factscore" if split_sentences else "factscore-nosplit"
 
     def option_values(self) -> dict[str, Any]:
         return {"split_sentences": self.split_sentences, "zero_shot": self.zero_shot,
-                "short_answer_tokens": self.short_answer_tokens}
+                "short_answer_tokens": self.short_answer_tokens, "evidence": self.evidence,
+                "evidence_tokens": self.evidence_tokens}
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []
@@ -79,10 +95,14 @@ class FActScore(StagedModule):
             results = [add_usage(usage, "decompose", r) for r in (yield batch)]
             failed = [r.error for r in results if r.error is not None]
             facts, removed = clean_claims([f for r in results if r.error is None for f in (r.prediction.facts or [])])
-            reference = turn.grounding.document or NO_REFERENCE
-            batch = [StageCall("verify", self.support, {"reference": reference, "fact": f}) for f in facts]
+            reader = _reader(turn.grounding.document, self.evidence, self.evidence_tokens)
+            turn_read = reader.read(facts)
+            read = [reader.read([f]) if self.evidence == "unit" else turn_read for f in facts]
+            batch = [StageCall("verify", self.support, {"reference": r.reference, "fact": f})
+                     for f, r in zip(facts, read)]
             checks = [add_usage(usage, "verify", r) for r in (yield batch)] if batch else []
-            claims = [self._claim(fact, check) for fact, check in zip(facts, checks)]
+            claims = [self._claim(fact, check).model_copy(update={"checked_against": r.checked_against()})
+                      for fact, check, r in zip(facts, checks, read)]
             verdicts.append(scoring.turn_verdict(
                 index, turn, claims, error=f"fact extraction failed: {failed[0]}" if failed else None,
                 claims_source="decomposed", knowledge=[], duplicates_removed=removed))
@@ -104,24 +124,36 @@ class FActScore(StagedModule):
 class LLMJudge(StagedModule):
     """One holistic faithful/hallucinated call per judged turn."""
 
-    def __init__(self, *, zero_shot: bool = False, short_answer_tokens: int | None = None) -> None:
+    def __init__(self, *, zero_shot: bool = False, short_answer_tokens: int | None = None,
+                 evidence: Evidence = "turn", evidence_tokens: int = DEFAULT_EVIDENCE_TOKENS,
+                 history_tokens: int = DEFAULT_HISTORY_TOKENS) -> None:
         super().__init__()
         self.judge = dspy.Predict(JudgeTurn)
         self.judge.demos = _examples(JUDGE_DEMOS)
         self.zero_shot = zero_shot
         self.short_answer_tokens = short_answer_tokens
+        self.evidence, self.evidence_tokens, self.history_tokens = evidence, evidence_tokens, history_tokens
         self.program_name = "judge"
 
     def option_values(self) -> dict[str, Any]:
-        return {"zero_shot": self.zero_shot, "short_answer_tokens": self.short_answer_tokens}
+        return {"zero_shot": self.zero_shot, "short_answer_tokens": self.short_answer_tokens,
+                "evidence": self.evidence, "evidence_tokens": self.evidence_tokens,
+                "history_tokens": self.history_tokens}
+
+    def _reference(self, dialogue: Dialogue, index: int) -> str:
+        """The reference as this judge reads it: for the turn's sentences (one call judges the whole turn)."""
+        turn = dialogue.turns[index]
+        reader = _reader(turn.grounding.document, self.evidence, self.evidence_tokens)
+        return reader.read(sentence_units(turn.text) or [turn.text]).reference
 
     def _judge(self, dialogue: Dialogue) -> Generator[list[StageCall], list[StageResult], DialogueVerdict]:
         usage, verdicts = Usage(), []
         indices = dialogue.judged_turns
         batch = [
             StageCall("judge", self.judge, {
-                "reference": dialogue.turns[i].grounding.document or NO_REFERENCE,
-                "history": render_history(dialogue.turns[:i]),
+                "reference": self._reference(dialogue, i),
+                "history": bounded_history(dialogue.turns[:i],
+                                           None if self.evidence == "full" else self.history_tokens),
                 "turn": dialogue.turns[i].text,
             })
             for i in indices

@@ -49,11 +49,13 @@ class Question:
 
 
 def ask(question: Question, texts: Sequence[str], indices: Iterable[int], evidence: dict[str, str], usage: Usage,
-        *, batch: bool, extra: Sequence[StageCall] = ()) -> Steps:
+        *, batch: bool, extra: Sequence[StageCall] = (), per_claim: Sequence[dict[str, str]] | None = None) -> Steps:
     """({claim index: result} for the claims at ``indices``, results of the ``extra`` calls asked alongside): one
-    call per claim, or (``batch``) one call for all of them, the claims its answer misses asked one by one."""
+    call per claim, or (``batch``) one call for all of them, the claims its answer misses asked one by one.
+    ``evidence``: the sources' fields for all the claims; ``per_claim``: each claim's own, for a call about it
+    alone."""
     indices = list(indices)
-    single = [question.single(texts[i], evidence) for i in indices]
+    single = [question.single(texts[i], per_claim[i] if per_claim is not None else evidence) for i in indices]
     if not batch or not indices:
         calls = single + list(extra)
         results = [add_usage(usage, c.stage, r) for c, r in zip(calls, (yield calls))] if calls else []

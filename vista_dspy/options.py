@@ -21,6 +21,21 @@ DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
 DEFAULT_DECOMPOSE_CALLS: DecomposeCalls = "per-turn"  # the paper's method
 REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
+# How a prompt reads the turn's sources (``reading``): "turn" -- each source whole when it fits its budget, else the
+# passages ranked for the turn's units within it, the same for every unit of the turn (one prompt prefix per turn:
+# a server's prefix cache serves every claim after the first); "unit" -- the same for each unit on its own (smaller
+# prompts, a prefix per unit); "full" -- every source word, every earlier claim, the whole history (the paper's).
+Evidence = Literal["turn", "unit", "full"]
+EVIDENCE_READINGS: tuple[str, ...] = ("turn", "unit", "full")
+# Budgets in tokens of 4 characters (``reading.tokens``). The reference's keeps every reference of the instrument whole
+# (the longest is ~660 tokens; the quick start's ~60), so prompts and verdicts there are as before; 5,000 words of
+# sources (~7,000 tokens) no longer overflow the embedded model's 8,192-token slot. The store's keeps the stores of
+# the instrument's dialogues whole (at most 5 judged turns: ~340 tokens of the annotators' accepted claims at most)
+# and bounds a long dialogue's, whose prompts then grow by less than half (benchmarks/growth.py); the history's keeps
+# every history of the instrument whole (at most ~320 tokens).
+DEFAULT_EVIDENCE_TOKENS = 1024
+DEFAULT_KNOWLEDGE_TOKENS = 384
+DEFAULT_HISTORY_TOKENS = 512
 
 
 class JudgeOptions(BaseModel):
@@ -62,6 +77,15 @@ class JudgeOptions(BaseModel):
     models) and ``label_probabilities`` (ask Verify and Categorize for token log-probabilities: each label's
     probability is recorded on the claim, and a calibrated program decides with them).
 
+    How the sources are read (issue 63): ``evidence`` -- "turn" (default), "unit" or "full" (the paper's reading:
+    every source word, every earlier claim, the whole history; for replication); ``evidence_tokens`` -- the reference
+    a Verify, Categorize, IsSupported or LLM-as-Judge prompt carries: the whole document when it fits, else the
+    windows (a sentence with its neighbours in its paragraph, ``evidence.TurnEvidence.local``) that share most of the
+    units' words, best first, within it; ``knowledge_tokens`` -- the same for the knowledge store (the claims that bear
+    on the units, with their store numbers); ``history_tokens`` -- the history Decompose, the contradiction check and
+    the +ctx variant read: the last turns within it. Each claim records what it was checked against
+    (``ClaimVerdict.checked_against``).
+
     Run modes (never saved with a program): ``given_claims`` (judge the human claims of annotated turns instead of
     decomposing: the claim-accuracy protocol) and ``categorize_all`` (also ask Categorize about verified claims,
     leaving their verdict unchanged: what fitting a calibration needs).
@@ -87,6 +111,10 @@ class JudgeOptions(BaseModel):
     adapter: Literal["json", "chat"] | None = None
     short_answer_tokens: int | None = Field(default=None, ge=1)
     label_probabilities: bool = True
+    evidence: Evidence = "turn"
+    evidence_tokens: int = Field(default=DEFAULT_EVIDENCE_TOKENS, ge=1)
+    knowledge_tokens: int = Field(default=DEFAULT_KNOWLEDGE_TOKENS, ge=1)
+    history_tokens: int = Field(default=DEFAULT_HISTORY_TOKENS, ge=1)
     given_claims: bool = False
     categorize_all: bool = False
 
@@ -138,7 +166,10 @@ class JudgeOptions(BaseModel):
 NOT_SAVED = ("short_answer_tokens", "label_probabilities", "given_claims", "categorize_all")
 # Options added after programs were first saved, with their defaults: a program file carries one only when it differs.
 SAVED_WHEN_CHANGED: dict[str, Any] = {"coverage": False, "empty_turns": "unknown", "explain_unverified": True,
-                                      "units": "claims"}
+                                      "units": "claims", "evidence": "turn",
+                                      "evidence_tokens": DEFAULT_EVIDENCE_TOKENS,
+                                      "knowledge_tokens": DEFAULT_KNOWLEDGE_TOKENS,
+                                      "history_tokens": DEFAULT_HISTORY_TOKENS}
 OPTION_NAMES: tuple[str, ...] = tuple(JudgeOptions.model_fields)
 
 # The CLI's flag names that differ from the option names (`vista evaluate --context` sets use_context, ...).
@@ -159,6 +190,10 @@ FLAG_NAMES: dict[str, str] = {
     "check_grounding": "check_grounding",
     "coverage": "coverage",
     "empty_turns": "empty_turns",
+    "evidence": "evidence",
+    "evidence_tokens": "evidence_tokens",
+    "knowledge_tokens": "knowledge_tokens",
+    "history_tokens": "history_tokens",
 }
 
 

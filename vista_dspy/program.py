@@ -32,7 +32,8 @@ from .decision import DecisionRule, by_evidence
 from .evidence import evidence_of
 from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
 from .options import JudgeOptions
-from .prompts import HISTORY_OMITTED, clean_claims, render_history, render_knowledge
+from .prompts import HISTORY_OMITTED, clean_claims
+from .reading import SourceReader, SourcesRead, bounded_history
 from .schema import (
     Category,
     ClaimVerdict,
@@ -45,7 +46,6 @@ from .schema import (
 )
 from .signatures import (
     CATEGORY_LABEL,
-    NO_REFERENCE,
     VERIFY_LABEL,
     Categorize,
     CategorizedClaim,
@@ -226,9 +226,16 @@ class Vista(StagedModule, SavedProgram):
 
     def decompose_inputs(self, dialogue: Dialogue, index: int) -> dict[str, str]:
         """What Decompose sees for turn ``index`` (also used to build demos from human claims)."""
-        history = (render_history(dialogue.turns[:index]) if self.options.history_in_decompose
-                   else HISTORY_OMITTED)
+        history = (self._history(dialogue, index) if self.options.history_in_decompose else HISTORY_OMITTED)
         return {"history": history, "turn": dialogue.turns[index].text}
+
+    def _history(self, dialogue: Dialogue, index: int) -> str:
+        """The dialogue before turn ``index`` as a prompt reads it: its last turns within ``history_tokens`` (all of
+        them under the full reading). Coreference resolves from the turns just before; the claims of older turns reach
+        Verify through the knowledge store, read for what bears on the claim. A history that grows with the dialogue
+        would make every prompt of a long dialogue longer, and its cost grow with the square of its length."""
+        options = self.options
+        return bounded_history(dialogue.turns[:index], None if options.evidence == "full" else options.history_tokens)
 
     # ---- the method ----------------------------------------------------------------------------------------
     def _judge(self, dialogue: Dialogue, given: dict[int, list[str | GoldClaim]] | None = None) -> Steps:
@@ -329,31 +336,41 @@ class Vista(StagedModule, SavedProgram):
         categorized: dict[int, StageResult] = {}
         extra_results: list[StageResult] = []
         extra: list[StageCall] = []
+        reader = SourceReader(turn_evidence, turn.grounding.document, knowledge, reading=self.options.evidence,
+                              reference_tokens=self.options.evidence_tokens,
+                              knowledge_tokens=self.options.knowledge_tokens)
+        read: list[SourcesRead] = []  # what each asked claim's prompts carry of the sources
         if asked or self.options.check_contradictions:  # (with no claim asked and no check: no prompt to render)
-            history = render_history(dialogue.turns[:index])
-            evidence = {
-                "reference": turn.grounding.document or NO_REFERENCE,
-                "knowledge": render_knowledge(knowledge),
-            }
-            if self.options.use_context:
-                evidence["history"] = history
+            history = self._history(dialogue, index)
+            asked_texts = [claims.texts[i] for i in asked]
+            # One evidence set for the turn (one prompt prefix for all its claims), or (reading "unit") one per claim.
+            turn_read = reader.read(asked_texts)
+            read = ([reader.read([text]) for text in asked_texts] if self.options.evidence == "unit"
+                    else [turn_read] * len(asked_texts))
+            context = {"history": history} if self.options.use_context else {}
+            evidence = {**turn_read.fields(), **context}
+            per_claim = [{**r.fields(), **context} for r in read] if self.options.evidence == "unit" else None
             extra = ([StageCall("contradiction", self.contradiction, {"history": history, "turn": turn.text})]
                      if self.options.check_contradictions else [])
             if not questions:
                 questions.update(self._questions())
             verified, categorized, extra_results = yield from self._judge_claims_of_turn(
-                [claims.texts[i] for i in asked], evidence, extra, questions["verify"], questions["categorize"],
-                usage)
+                asked_texts, evidence, extra, questions["verify"], questions["categorize"], usage,
+                per_claim=per_claim)
         contradiction = self._contradiction(extra_results[0]) if extra else None
         verdicts: list[ClaimVerdict] = []
         for i, claim in enumerate(claims.claims):
             if i in early:
-                verdicts.append(by_evidence_verdict(rule, claim, early[i], cues[i], turn_evidence))
+                verdict = by_evidence_verdict(rule, claim, early[i], cues[i], turn_evidence)
+                checked = reader.windows(claims.texts[i])  # what its cues read
             else:
                 j = asked.index(i)
-                verdicts.append(claim_verdict(rule, claim, verified[j], categorized.get(j), cues[i], turn_evidence))
+                verdict = claim_verdict(rule, claim, verified[j], categorized.get(j), cues[i], turn_evidence)
+                checked = read[j]
+            update: dict[str, Any] = {"checked_against": checked.checked_against()}
             if i >= first_added:
-                verdicts[-1] = verdicts[-1].model_copy(update={"added_by": "coverage"})
+                update["added_by"] = "coverage"
+            verdicts.append(verdict.model_copy(update=update))
         # A rule's turn decision acts through the turn's most doubtful claim: the label follows from the claims.
         verdicts, turn_explanation = turn_through_claims(rule, verdicts, turn_evidence)
         return scoring.turn_verdict(
@@ -364,25 +381,30 @@ class Vista(StagedModule, SavedProgram):
                                  and says_something(turn.text)))
 
     def _judge_claims_of_turn(self, texts: list[str], evidence: dict[str, str], extra: list[StageCall],
-                              verify: Question, categorize: Question, usage: Usage) -> Steps:
+                              verify: Question, categorize: Question, usage: Usage, *,
+                              per_claim: Sequence[dict[str, str]] | None = None) -> Steps:
         """Steps 2-3 for the claims of one turn, one rule in every judging mode: Verify every claim; Categorize each
         claim Verify did not verify -- every claim under ``categorize_all``; a claim that a batched or joint answer
-        misses is asked on its own. Returns (a Verify result per claim, {claim index: Categorize result}, the
-        results of ``extra``, asked alongside the first call)."""
+        misses is asked on its own. ``evidence``: the sources' fields of the turn; ``per_claim``: each claim's own
+        (reading "unit"), for the calls about one claim. Returns (a Verify result per claim, {claim index: Categorize
+        result}, the results of ``extra``, asked alongside the first call)."""
         mode = self.options.claim_calls
         categorized: dict[int, StageResult] = {}
         if mode == "joint" and texts:
             verified, categorized, extra_results = yield from batching.ask_jointly(verify, categorize, texts,
                                                                                    evidence, extra, usage)
             missing = [i for i in range(len(texts)) if i not in verified]
-            asked, _ = yield from batching.ask(verify, texts, missing, evidence, usage, batch=False)
+            asked, _ = yield from batching.ask(verify, texts, missing, evidence, usage, batch=False,
+                                               per_claim=per_claim)
             verified.update(asked)
         else:
             verified, extra_results = yield from batching.ask(verify, texts, range(len(texts)), evidence, usage,
-                                                              batch=mode == "batched", extra=extra)
+                                                              batch=mode == "batched", extra=extra,
+                                                              per_claim=per_claim)
         pending = [i for i in range(len(texts)) if i not in categorized and verified[i].error is None
                    and (self.options.categorize_all or verified[i].prediction.label != "VERIFIED")]
-        asked, _ = yield from batching.ask(categorize, texts, pending, evidence, usage, batch=mode == "batched")
+        asked, _ = yield from batching.ask(categorize, texts, pending, evidence, usage, batch=mode == "batched",
+                                           per_claim=per_claim)
         categorized.update(asked)
         return [verified[i] for i in range(len(texts))], categorized, extra_results
 

@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-SCHEMA_VERSION = 1
+# 2: a claim records what it was checked against (``ClaimVerdict.checked_against``); a version-1 record reads with
+# it None.
+SCHEMA_VERSION = 2
 # Longest text accepted in one turn, document or claim (characters): far beyond any LM context, so a longer one
 # is a broken input file, refused by name before any LM call.
 MAX_TEXT = 200_000
@@ -253,6 +255,23 @@ class LabelProbabilities(_Record):
     categorize: dict[str, float] | None = None  # the four categories of an unverified claim
 
 
+class CheckedAgainst(_Record):
+    """What a claim was checked against: the parts of the turn's sources its judge read (``reading``'s budgets), or,
+    for a claim decided by its evidence alone, the windows its cues read.
+
+    ``reading``: "full" (every source word and every earlier claim: the paper's), "turn" (the evidence set of the
+    claim's turn, the same for all its claims), "unit" (the claim's own windows). ``reference``: character spans
+    ``[start, end)`` of the turn's reference document (``TurnVerdict.passages``, numbered as the judge read it) that the
+    prompt carried -- one span of the whole document when it was read whole, none without a reference or when no
+    passage shares a word with the claims. ``knowledge``: the numbers of the store's claims the prompt carried (1 is the
+    first of ``TurnVerdict.knowledge``). ``left_out``: windows ranked for the claims that the budget left out."""
+
+    reading: Literal["full", "turn", "unit"]
+    reference: list[tuple[int, int]] = Field(default_factory=list)
+    knowledge: list[int] = Field(default_factory=list)
+    left_out: int = 0
+
+
 class ClaimVerdict(_Record):
     claim: str
     category: Category
@@ -289,6 +308,8 @@ class ClaimVerdict(_Record):
     rule_label: str | None = None
     turn_threshold: float | None = None
     turn_p_hallucinated: float | None = None
+    # What the claim was checked against (since schema version 2; None in older records and for a claim no judge read).
+    checked_against: CheckedAgainst | None = None
 
 
 class ContradictionVerdict(_Record):

@@ -30,6 +30,7 @@ from .schema import (
     TurnLabel,
     TurnVerdict,
     Usage,
+    number_passages,
 )
 from .spans import with_spans
 
@@ -185,6 +186,23 @@ def claim_metrics(predicted: Sequence[Category], gold: Sequence[Category]) -> di
     }
 
 
+def evidence_read(verdicts: Sequence[DialogueVerdict], turns: Sequence[TurnVerdict]) -> dict[str, Any]:
+    """Which readings a run's prompts used (``options.evidence``; "full" for a record from before it existed) and how
+    many claims asked of the LM were checked against a part of their sources."""
+    readings = sorted({str(v.options.get("evidence", "full")) for v in verdicts})
+    parts = left_out = 0
+    for turn in turns:
+        length = len(number_passages(turn.passages)) if turn.passages else 0
+        for claim in turn.claims:
+            checked = claim.checked_against
+            if checked is None or claim.stage == "evidence":  # (no prompt: its cues read its windows)
+                continue
+            whole_reference = not turn.passages or checked.reference == [(0, length)]
+            parts += not (whole_reference and len(checked.knowledge) == len(turn.knowledge))
+            left_out += checked.left_out > 0
+    return {"readings": readings, "claims_read_in_part": parts, "claims_with_windows_left_out": left_out}
+
+
 def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
     """Dataset-level summary: label counts, micro VISTA score, category counts, usage, and gold agreement."""
     turns = all_turns(verdicts)
@@ -219,6 +237,9 @@ def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
         # Label probabilities the endpoint sent that could not be read (an ambiguous first token; a batched answer
         # whose probabilities do not line up with its items): those claims were decided without them.
         "unread_probabilities": sum(usage.unread_probabilities.values()),
+        # How the prompts read the sources (``reading``): the run's readings, and the claims whose prompt carried a
+        # part of the reference or of the store (over its budget) rather than all of it, or left a window out.
+        "evidence": evidence_read(verdicts, turns),
         "usage": {
             "total": usage.total.model_dump(),
             "by_stage": {k: v.model_dump() for k, v in usage.by_stage.items()},

@@ -136,6 +136,27 @@ EmptyTurnsOption = Annotated[Optional[EmptyTurns], typer.Option(
     help="How a turn with content from which Decompose took no claim is labelled: unknown (a failed decomposition, "
          "with its reason; a failure for the CI gate) or faithful (the paper's reading: a turn with no claims is "
          "faithful)." + SAVED.format("unknown"), show_default=False)]
+class Reading(str, Enum):
+    turn = "turn"
+    unit = "unit"
+    full = "full"
+
+
+EvidenceOption = Annotated[Optional[Reading], typer.Option(
+    help="How a prompt reads the turn's sources: turn (each source whole when it fits its budget, else the passages "
+         "that share most of the turn's units, the same for every claim of the turn, so a server's prefix cache "
+         "serves them all), unit (the same per claim) or full (every source word, every earlier claim and the whole "
+         "history: the paper's reading, for replication). Each claim records what it was checked against."
+         + SAVED.format("turn"), show_default=False)]
+EvidenceTokensOption = Annotated[Optional[int], typer.Option(
+    min=1, help="Tokens (4 characters each) of the reference a prompt carries: the whole document when it fits, else "
+                "its passages ranked for the claims within it." + SAVED.format("1024"), show_default=False)]
+KnowledgeTokensOption = Annotated[Optional[int], typer.Option(
+    min=1, help="Tokens of the knowledge store a prompt carries: the whole store when it fits, else the earlier claims "
+                "that bear on the claims within it." + SAVED.format("384"), show_default=False)]
+HistoryTokensOption = Annotated[Optional[int], typer.Option(
+    min=1, help="Tokens of the dialogue before a turn that Decompose, LLM-as-Judge, the contradiction check and "
+                "--context read: its last turns within it." + SAVED.format("512"), show_default=False)]
 ReasoningOption = Annotated[Optional[str], typer.Option(
     help="Stages run as chain of thought (a reasoning output first), comma-separated: decompose, verify, "
          "categorize; 'none' for none." + SAVED.format("none"), show_default=False)]
@@ -165,7 +186,7 @@ MaxUnjudgedOption = Annotated[Optional[int], typer.Option(
                 "passes on its own).", show_default=False)]
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (42 lines); the body is 49.
+# Over 80 lines only for its signature: typer declares each flag in it (46 lines); the body is 49.
 @app.command()
 def evaluate(
     input: InputArgument,
@@ -198,6 +219,10 @@ def evaluate(
     check_grounding: CheckGroundingOption = None,
     coverage: CoverageOption = None,
     empty_turns: EmptyTurnsOption = None,
+    evidence: EvidenceOption = None,
+    evidence_tokens: EvidenceTokensOption = None,
+    knowledge_tokens: KnowledgeTokensOption = None,
+    history_tokens: HistoryTokensOption = None,
     label_probabilities: LabelProbabilitiesOption = None,
     adapter: AdapterOption = None,
     temperature: TemperatureOption = None,
@@ -228,7 +253,8 @@ def evaluate(
                        decompose_calls=decompose_calls, reasoning=reasoning, explain_verified=explain_verified,
                        explain_unverified=explain_unverified, units=units,
                        check_grounding=check_grounding, coverage=coverage, empty_turns=empty_turns,
-                       judge_given_claims=judge_given_claims or None)
+                       evidence=evidence, evidence_tokens=evidence_tokens, knowledge_tokens=knowledge_tokens,
+                       history_tokens=history_tokens, judge_given_claims=judge_given_claims or None)
     # The judge first, from names alone: the model is set up only if the judge asks an LM at all (the evidence
     # over the turn's sentences does not, and needs no weights).
     endpoint = endpoint_options(model)
@@ -352,7 +378,8 @@ def _judge(system: System, program: str | None, model: str | None, endpoint: dic
     if system is not System.vista:
         if flags.get("given_claims") or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
-        return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **endpoint)
+        reading = {k: v for k, v in flags.items() if k in BASELINE_READING[system.value]}
+        return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **reading, **endpoint)
     program = program or program_for_model(model)
     try:
         with warnings.catch_warnings(record=True) as said:
@@ -372,6 +399,11 @@ def _judge(system: System, program: str | None, model: str | None, endpoint: dic
         return Vista.from_program(file, **endpoint, label_probabilities=label_probabilities, **flags)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
+
+
+# The reading options each baseline takes (it has no knowledge store; FActScore no history).
+BASELINE_READING = {"factscore": ("evidence", "evidence_tokens"), "factscore-nosplit": ("evidence", "evidence_tokens"),
+                    "judge": ("evidence", "evidence_tokens", "history_tokens")}
 
 
 def _progress_line(progress, dialogues: int, turns_total: int, judge, console: Console):

@@ -31,6 +31,7 @@ from .. import scoring
 from ..lm.clients.adapters import build_adapter
 from ..lm.clients.engines import aclose_client
 from ..lm.clients.slots import IN_FLIGHT, PRIORITY, RequestSlots, request_slot
+from ..options import DEFAULT_EVIDENCE_TOKENS, DEFAULT_HISTORY_TOKENS, DEFAULT_KNOWLEDGE_TOKENS
 from ..schema import Category, Dialogue, DialogueVerdict
 from ..stages import CALL_GUARD, FAILURES, CallFailures, EndpointDown, StagedModule
 from .outdir import DAMAGED, VERDICTS, OutputFolder, read_verdicts, write_verdicts  # noqa: F401 (re-exported)
@@ -85,7 +86,11 @@ def run_settings(judge: StagedModule, **extra: Any) -> dict[str, Any]:
 # whatever the program's content (it was not recorded).
 LATER_SETTINGS: dict[str, Any] = {"claim_calls": "per-claim", "decompose_calls": "per-turn", "reasoning": [],
                                   "explain_verified": True, "check_grounding": False, "label_probabilities": False,
-                                  "categorize_all": False}
+                                  "categorize_all": False,
+                                  # Before issue 63 every prompt read the whole sources: the full reading.
+                                  "evidence": "full", "evidence_tokens": DEFAULT_EVIDENCE_TOKENS,
+                                  "knowledge_tokens": DEFAULT_KNOWLEDGE_TOKENS,
+                                  "history_tokens": DEFAULT_HISTORY_TOKENS}
 # Settings recorded under another name before.
 RENAMED_SETTINGS: dict[str, str] = {"judge_given_claims": "given_claims"}
 

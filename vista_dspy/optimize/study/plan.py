@@ -42,7 +42,7 @@ START_DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
 
 
 # Choices added after studies began, with the value that does what a trial from before them did.
-LATER_CHOICES: dict[str, Any] = {"instructions": "base"}
+LATER_CHOICES: dict[str, Any] = {"instructions": "base", "evidence_tokens": 1024}
 
 
 def plan(study, starts: Mapping[str, dict[str, Any]], designs: Sequence[tuple[str, dict, dict, str]],

@@ -112,6 +112,7 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
                                                         "in one call each"),
         Choice("instructions", ("base", *INSTRUCTIONS), "Verify's and Categorize's instructions: the starting "
                                                          "program's own, or the same rules in fewer words (terse)"),
+        Choice("evidence_tokens", (512, 1024, 2048, 4096), "tokens of the reference a prompt reads (issue 63)"),
     ]
     ruled = [base.rule for base in bases.values() if base.rule is not None]
     if ruled:
@@ -143,7 +144,7 @@ def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, An
         params[f"source_{stage}"] = "base"
     params["selection_seed"] = 0
     params.update(units=base.options.units, explain_unverified=base.options.explain_unverified,
-                  claim_calls=base.options.claim_calls, instructions="base")
+                  claim_calls=base.options.claim_calls, instructions="base", evidence_tokens=base.options.evidence_tokens)
     if base.rule is not None:
         params["cascade"] = band_label(base.rule.cascade)
     kept = {k: v for k, v in params.items() if k in names}
@@ -169,7 +170,7 @@ def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str
     demos = pool.pick(from_pool, int(params.get("selection_seed", 0))) if from_pool else {}
     demos.update({stage: getattr(base, stage).demos[:k] for stage, k in budgets.items() if stage not in from_pool})
     program = install(base, demos, budgets, top_up=base)
-    options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls") if k in params}
+    options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls", "evidence_tokens") if k in params}
     program = program.with_options(**options) if options else program
     variant = params.get("instructions", "base")
     for stage, text in ({} if variant == "base" else {**INSTRUCTIONS, **(instructions or {})}[variant]).items():
