@@ -43,6 +43,7 @@ import pandas as pd
 from scipy.special import logit as scipy_logit
 
 from vista_dspy.data.location import data_dir
+from vista_dspy.data.records import read_jsonl_records
 from vista_dspy.data.suite import group_id, load_suite
 from vista_dspy.experiments.bench import suite_paths
 from vista_dspy.experiments.instrument import probe_turns
@@ -111,8 +112,7 @@ def units_of_part(part: str) -> tuple[pd.DataFrame, dict]:
     suite = load_suite(suite_paths(data_dir()), part)
     dialogues = {d.id: d for loaded in suite.values() for d in loaded}
     rows = []
-    for line in (PROBES / "suite-no-lm" / "turns.jsonl").read_text().splitlines():
-        turn = json.loads(line)
+    for turn in read_jsonl_records(PROBES / "suite-no-lm" / "turns.jsonl"):
         if turn["part"] != part or turn["dialogue_id"] not in dialogues:
             continue
         units = sentence_units(dialogues[turn["dialogue_id"]].turns[turn["turn_index"]].text)
@@ -277,11 +277,11 @@ def unit_rule_systems(u: pd.DataFrame, complete: pd.DataFrame, units: pd.DataFra
 
 
 def report(units: pd.DataFrame, dialogues: dict, out: Path, part: str) -> None:
-    answers = pd.DataFrame([json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()])
+    answers = pd.DataFrame(read_jsonl_records(out / "answers.jsonl"))
     answers["p_yes"] = answers["p_yes"].astype(float).fillna(0.5)  # neither yes nor no among the alternatives
     u = answered_units(units, answers)
     turns = turn_features(u, units)
-    probes = {"seed": "suite-local-1.5b-seed", "default": "suite-local-1.5b-default", "no-lm": "suite-no-lm"}
+    probes = {"seed": "suite-local-1.5b-seed", "default": "suite-local-1.5b-band", "no-lm": "suite-no-lm"}
     shipped = pd.concat([probe_turns(PROBES / d).assign(system=s) for s, d in probes.items()], ignore_index=True)
     shipped = shipped[shipped["part"] == part]
     gold = shipped[shipped["system"] == "no-lm"][["dataset", "dialogue_id", "turn_index", "gold", "claims"]]

@@ -5,7 +5,8 @@ candidate against the seed, on one part of the suite.
     python benchmarks/instrument_table.py --part compile --systems local-1.5b-default,local-1.5b-evidence \\
         --anchor local-1.5b-seed --no-lm local-1.5b-evidence
 
-Each name is a record ``benchmarks/probes/suite-NAME/`` (``record_suite_probe.py``). Every row is computed on the
+Each name is a record ``benchmarks/probes/suite-NAME/`` (``record_suite_probe.py``); ``results.py`` writes
+RESULTS.md's tables from the same records. Every row is computed on the
 turns all the named records judged (a probe still running covers fewer turns; the table says how many).
 """
 
@@ -18,7 +19,6 @@ from pathlib import Path
 import pandas as pd
 
 from vista_dspy.experiments.instrument import gate_report, instrument_table, probe_turns, table_markdown
-from vista_dspy.optimize.gate import write_anchored_gate
 
 PROBES = Path(__file__).parent / "probes"
 
@@ -53,6 +53,8 @@ def main() -> int:
         record, text = gate_report(turns, candidate, args.anchor, args.no_lm)
         print(f"### {candidate} against {args.anchor}\n\n{text}")
         if args.meta is not None:
+            from vista_dspy.optimize.gate import write_anchored_gate  # only to write a meta
+
             write_anchored_gate(args.meta, {**record, "part": args.part,
                                             "records": [f"benchmarks/probes/suite-{n}" for n in names]})
             print(f"anchored gate written into {args.meta}")

@@ -16,13 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from compiled_table import DEFAULT_DATA
-
 from vista_dspy import Vista
 from vista_dspy.data import load_dialogues
+from vista_dspy.data.location import data_dir
 from vista_dspy.lm.server import LOCAL_SHORT_ANSWER_TOKENS, LocalServer, embedded_settings, local_model_config
 from vista_dspy.lm.weights import EMBEDDED
 from vista_dspy.run.runner import Threads, evaluate
+
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Record a real-model probe as committed data: the run folder of a program run as users run it (``vista evaluate
 dev.json --program P --out RUN_DIR``: its own Decompose, coverage and store, label probabilities on) becomes
-``benchmarks/probes/NAME/`` with ``turns.jsonl`` (no dataset text: ids, the model's claims, cues, probabilities,
+``benchmarks/probes/NAME/`` with ``turns.jsonl.gz`` (gzipped JSON Lines, no dataset text: ids, the model's claims, cues, probabilities,
 labels, matched judgements; see ``vista_dspy.optimize.probe_records``) and ``probe.json`` (command, commit, the
 program's name and content hash from the run's ``run.json``, model, date, data sha256, wall time, LM calls and tokens
 per stage and per judged turn).
@@ -9,7 +9,7 @@ per stage and per judged turn).
         --commit f02bc3d --date 2026-12-02 --seconds 2910
 
 The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
-(``vista compile --optimizer rule --probe``, ``benchmarks/rule_table.py``) read the record alone.
+(``vista compile --optimizer rule --probe``, ``benchmarks/probe_agreement.py``) read the record alone.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ import json
 import sys
 from pathlib import Path
 
-from decision_probe import DEFAULT_DATA
-
 from vista_dspy.data import load_dialogues, part_of
+from vista_dspy.data.location import data_dir
+from vista_dspy.data.records import compress
 from vista_dspy.optimize.judged_turns import turns_of
 from vista_dspy.optimize.probe_records import write_probe
 from vista_dspy.run.runner import VERDICTS, read_verdicts
 from vista_dspy.schema import Usage
+
+DEFAULT_DATA = data_dir(Path(__file__).resolve().parents[1]) / "vista_human_eval" / "dev.json"
 
 PROBES = Path(__file__).parent / "probes"
 
@@ -57,8 +59,11 @@ def main() -> int:
     stages = {stage: {**counts.model_dump(), "per_judged_turn": {k: round(v / per_turn, 2)
                                                                  for k, v in counts.model_dump().items()}}
               for stage, counts in sorted(usage.by_stage.items())}
+    program = run.get("program")
+    if program and Path(program).is_absolute():  # no record names a path of the machine it was made on
+        program = Path(program).name
     meta = {"command": args.command, "commit": args.commit, "date": args.date, "model": args.model,
-            "program": run.get("program"), "program_sha256": run.get("program_sha256"),
+            "program": program, "program_sha256": run.get("program_sha256"),
             "options": verdicts[0].options if verdicts else {},
             "data": {"file": args.data.name, "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
                      "dialogues": len(verdicts), "of": sum(bool(d.judged_turns) for d in dialogues)},
@@ -69,6 +74,8 @@ def main() -> int:
             "halves": "vista_dspy.data.part_of(dialogues, 'train' / 'dev'): the seeded split by dialogue",
             "note": args.note}
     out = write_probe(PROBES / args.name, turns, half_of, meta)
+    (out / "turns.jsonl.gz").unlink(missing_ok=True)
+    compress(out / "turns.jsonl")  # committed gzipped; every reader takes either
     print(f"{out}: {len(turns)} turns, {sum(len(t.rows) for t in turns)} claims")
     return 0
 

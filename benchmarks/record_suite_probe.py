@@ -1,15 +1,16 @@
 """Record a system's runs of a `vista benchmark --suite PART` directory as committed data:
-``benchmarks/probes/suite-NAME/turns.jsonl`` (one line per judged turn: dataset, system, ids, part, gold, label, the
+``benchmarks/probes/suite-NAME/turns.jsonl.gz`` (gzipped JSON Lines, one line per judged turn: dataset, system, ids, part, gold, label, the
 claims' categories, stages, probabilities and cues, usage; no dataset text) and ``probe.json`` (command, commit,
 program and its content hash, model, the suite's name, per dataset the turns recorded).
 
-    python benchmarks/record_suite_probe.py /work/runs/suite-compile /work/runs/suite-test seed local-1.5b-seed \\
+    python benchmarks/record_suite_probe.py RUN-COMPILE RUN-TEST seed local-1.5b-seed \\
         --command "vista benchmark --suite PART --systems evidence,vista,seed --model local" --commit 09a269c
 
 Several directories (the compile part's and the test part's) make one record; a dataset's turns of a part come from
 the directory that judged the most of them (the first on a tie: list a live run before a replay from the cache, whose
 verdicts carry no usage). Rerunning it over directories that have grown replaces the record with the longer one.
-``benchmarks/instrument_table.py`` rebuilds the instrument's tables and the anchored gate from these records alone.
+A program named by a path is recorded by its file name alone (its content hash beside it): no record holds a path
+of the machine it was made on. ``benchmarks/results.py`` rebuilds RESULTS.md's tables from these records alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from vista_dspy.data.records import compress
 from vista_dspy.data.suite import read_suite
 from vista_dspy.experiments.instrument import probe_rows
 from vista_dspy.experiments.tables import run_dirs
@@ -62,9 +64,15 @@ def main() -> int:
         return 2
     out = PROBES / f"suite-{args.name}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "turns.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    plain = out / "turns.jsonl"
+    plain.with_name(plain.name + ".gz").unlink(missing_ok=True)
+    plain.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    compress(plain)
+    program = settings.get("program")
+    if program and Path(program).is_absolute():
+        program = Path(program).name
     meta = {"suite": suite["name"], "command": args.command, "commit": args.commit, "model": args.model,
-            "system": args.system, "program": settings.get("program"), "program_sha256": settings.get("program_sha256"),
+            "system": args.system, "program": program, "program_sha256": settings.get("program_sha256"),
             "parts": sorted({r["part"] for r in rows}), "datasets": datasets, "note": args.note}
     (out / "probe.json").write_text(json.dumps(meta, indent=2) + "\n")
     counts = ", ".join(f"{dataset} {v['turns']}" for dataset, v in datasets.items())

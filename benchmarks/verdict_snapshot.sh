@@ -39,7 +39,5 @@ run judge --system judge
 # The shipped programs (the fake server gives no label probabilities: each rule decides with its evidence-only model)
 # and the tier with no LM call.
 run program-local --program local
-run program-local-claims --program local-claims --concurrency 4
 run program-evidence --program evidence
-run evidence-claims --system evidence --program local-claims
 run no-lm --system evidence --units sentences --program local

@@ -67,7 +67,7 @@ def test_an_opinion_or_a_remark_is_never_verified_and_one_with_a_lacking_figure_
 # ---- the quick start, through every shipped program ----------------------------------------------------------------
 OPINION = "Tromsø in Norway is a great choice."
 INVENTED = ("200 days of snow", "minus 30")
-CHECKABLE = ('says "', "no source holds", "no source names", "closest passage", "gives an opinion", "own remark",
+CHECKABLE = ('says "', "its passages hold no", "its passages name no", "closest passage", "gives an opinion", "own remark",
              "hedges")
 SHIPPED = sorted(p.stem for p in compiled_dir().glob("*.json") if not p.name.endswith(".meta.json"))
 RUNS = [(name, ["--program", name]) for name in SHIPPED] + [
@@ -83,7 +83,7 @@ def fake_judge():
 
 @pytest.mark.parametrize("name, flags", RUNS, ids=[r[0] for r in RUNS])
 def test_the_quickstart_is_coherent_in_every_shipped_program(name, flags, fake_judge, tmp_path):
-    assert {"seed", "local", "local-claims", "evidence"} <= set(SHIPPED)
+    assert {"seed", "local", "evidence"} <= set(SHIPPED)
     result = CliRunner().invoke(app, ["evaluate", str(REPO / "examples" / "quickstart.json"), "--model",
                                       "hosted_vllm/fake", "--api-base", fake_judge.url, "--out",
                                       str(tmp_path / "out"), "--no-cache", *flags])
@@ -106,7 +106,7 @@ def test_the_quickstart_is_coherent_in_every_shipped_program(name, flags, fake_j
                 assert claim.category in UNSAFE_CATEGORIES, (name, claim.category, claim.explanation)
                 if ruled:  # the rule's sentence names the figures its sources lack, beside the reference's
                     assert "200" in claim.explanation and "minus 30" in claim.explanation, claim.explanation
-                    assert "the reference gives minus 4" in claim.explanation, claim.explanation
+                    assert "the reference's passage gives minus 4" in claim.explanation, claim.explanation
             if ruled:  # a reason a reader can check, not a cue's weight
                 assert any(said in claim.explanation for said in CHECKABLE), (name, claim.explanation)
                 assert "%" not in claim.explanation and "because" not in claim.explanation, claim.explanation

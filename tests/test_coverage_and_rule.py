@@ -9,6 +9,7 @@ import pytest
 from helpers import assistant, dialogue, user
 
 from vista_dspy import Category, DecisionRule, Vista
+from vista_dspy.data.records import record_exists
 from vista_dspy.decision import CUES, LinearModel, most_doubtful
 from vista_dspy.grounding import content_words, uncovered_sentences
 from vista_dspy.lm.clients.adapters import JSONAdapter
@@ -20,7 +21,8 @@ from vista_dspy.optimize.rule_fitting import replay
 from vista_dspy.signatures import ClaimList, decompose_bound
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."
-PROBE = Path(__file__).resolve().parents[1] / "benchmarks" / "probes" / "local-1.5b-seed"
+# The live probe the shipped sentences rule was compiled from (its meta names it too).
+PROBE = Path(__file__).resolve().parents[1] / "benchmarks" / "probes" / "local-1.5b-sentences-live"
 
 
 class LoopingDecompose(RuleEngine):
@@ -155,7 +157,7 @@ def test_the_deployed_judge_and_the_replay_flip_the_same_claim():
     flipped = verdict.claims[1]
     assert flipped.explanation == (
         f"LACKING EVIDENCE as the most doubtful claim of its turn (P(unsafe) {flipped.p_unsafe:.2f} reaches the turn "
-        "threshold 0.30): no source holds 'famous', 'blue' and 'tram'; the closest passage, in the reference, "
+        "threshold 0.30): its passages hold no 'famous', 'blue' and 'tram'; the closest passage, in the reference, "
         "\"Lisbon is the capital of Portugal.\", shares 1 of its 4 content words.")
     assert (flipped.rule_label, flipped.threshold, flipped.turn_threshold) == ("VERIFIED", 0.9, 0.3)
     assert 0.3 <= flipped.p_unsafe < 0.9 and flipped.judge_explanation is None  # the judge was not asked
@@ -201,7 +203,7 @@ def test_a_recorded_probe_reads_back_to_the_same_turns_and_holds_no_added_senten
     assert meta["counts"]["added_by_coverage"] == 1 and meta["command"] == "x"
 
 
-@pytest.mark.skipif(not (PROBE / "turns.jsonl").is_file(), reason="no recorded probe in benchmarks/probes/")
+@pytest.mark.skipif(not record_exists(PROBE / "turns.jsonl"), reason="no recorded probe in benchmarks/probes/")
 def test_the_committed_probe_replays_to_the_shipped_rule():
     from vista_dspy.compiled.files import compiled_dir
     from vista_dspy.optimize.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, with_cascade

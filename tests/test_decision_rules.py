@@ -162,10 +162,11 @@ def test_a_rule_decides_against_the_judge_and_says_so():
     verdict, _ = judge(program, dlg=DOUBTED)
     supported, marked = verdict.turns[0].claims
     assert marked.category is Category.VERIFIED and marked.raw_label == "LACKING EVIDENCE"
-    # The sentence cites the passage that supports it (lisb, seve, hill of lisb, seve, hill, pv, 35).
+    # The sentence cites the shortest span of the window that supports it (lisb, seve, hill, pv, 35: the fake
+    # judge's marker is a sentence of the document too).
     assert marked.decided_by == "rule" and marked.explanation == (
-        "VERIFIED rather than the judge's LACKING EVIDENCE: the reference says \"Lisbon has seven hills.\" (3 of its "
-        "5 content words).")
+        "VERIFIED rather than the judge's LACKING EVIDENCE: the reference says \"Lisbon has seven hills. <<PV=35>>\" "
+        "(all of its 5 content words).")
     # The chain behind the sentence, in fields: the judge's label and reason, the rule's P(unsafe) and threshold.
     assert (marked.judge_explanation, marked.rule_label, marked.threshold) == ("rule for LACKING EVIDENCE",
                                                                                "VERIFIED", 0.5)

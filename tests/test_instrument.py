@@ -199,7 +199,7 @@ def test_the_committed_suite_probes_rebuild_the_anchored_gate_the_shipped_progra
 
     probes = Path(__file__).resolve().parents[1] / "benchmarks" / "probes"
     shipped = json.loads((compiled_dir() / "local.meta.json").read_text())["anchored_gate"]
-    names = {"candidate": shipped["candidate"], "anchor": "local-1.5b-seed", "no_lm": "no-lm"}
+    names = {"candidate": shipped["candidate"], "anchor": "local-1.5b-seed", "no_lm": shipped["lm_flips"]["against"]}
     assert shipped["anchor"] == names["anchor"]  # the seed: a gate never anchored to the previous default
     meta = json.loads((compiled_dir() / "local.meta.json").read_text())
     probed = json.loads((probes / f"suite-{names['candidate']}" / "probe.json").read_text())

@@ -6,6 +6,7 @@ other field of those files is checked."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -79,7 +80,9 @@ def _without_model_claims(record):
 
 def checked_texts(path: str, content: bytes) -> Iterator[str]:
     """What of a file is checked: its text (a probe file: the strings of each record but the model's claims), and
-    for JSON the strings it holds (unescaped)."""
+    for JSON the strings it holds (unescaped). A gzipped file is checked as what it holds."""
+    if path.endswith(".gz"):
+        path, content = path.removesuffix(".gz"), gzip.decompress(content)
     text = content.decode("utf-8", errors="ignore")
     if fnmatch(path, PROBE_FILES):
         for line in text.splitlines():
@@ -131,10 +134,12 @@ def test_the_guard_finds_a_planted_copy_and_spares_only_a_probe_s_own_claims(win
         "README.md": f"Here it is:\n\n    {utterance.upper()}\n".encode(),  # case and whitespace do not hide it
         "tests/data.json": json.dumps({"demo": claim}).encode(),
         "benchmarks/probes/p/turns.jsonl": json.dumps({"text": utterance, "claims": []}).encode(),
+        "benchmarks/probes/r/turns.jsonl.gz": gzip.compress(json.dumps({"text": utterance, "claims": []}).encode()),
         "benchmarks/probes/q/turns.jsonl": json.dumps({"claims": [{"claim": utterance, "category": "VERIFIED"}]
                                                        }).encode(),  # the model's own claim: allowed
         "notes.md": b"A constructed sentence about Lisbon, its seven hills and its many bridges over the river.",
     }
     found = copies(planted, windows)
-    assert sorted(found) == ["README.md", "benchmarks/probes/p/turns.jsonl", "tests/data.json"]
+    assert sorted(found) == ["README.md", "benchmarks/probes/p/turns.jsonl", "benchmarks/probes/r/turns.jsonl.gz",
+                             "tests/data.json"]
     assert found["README.md"] == normalise(utterance)[:WINDOW]

@@ -152,26 +152,42 @@ def test_evaluative_and_own_words_are_the_regular_expressions(claim):
 
 
 @MANY
-@given(claim=claims, sources=st.lists(claims, min_size=1, max_size=4), store=st.lists(claims, max_size=2))
-def test_closest_passage_and_coverage_shares_are_their_definitions(claim, sources, store):
-    from vista_dspy.evidence import TurnEvidence
+@given(claim=claims, sources=st.lists(claims, min_size=1, max_size=4), store=st.lists(claims, max_size=3))
+def test_windows_closest_passage_and_coverage_shares_are_their_definitions(claim, sources, store):
+    from vista_dspy.evidence import SOURCES, WINDOW, TurnEvidence
     from vista_dspy.grounding import content_words
 
     evidence = TurnEvidence.of(" ".join(sources[:2]), store, sources[2:])
     words = content_words(claim)
-    best = max(evidence.passages, key=lambda p: len(words & p.words), default=None)
+
+    def window(k):  # brute force: every centre sharing a word, its window's share, then its own, then the first
+        seq = evidence.sequences[k]
+        best = None
+        for c in seq:
+            own = len(words & evidence.passages[c].words)
+            if not own:
+                continue
+            span = [i for i in seq if abs(i - c) <= WINDOW and evidence.paragraphs[i] == evidence.paragraphs[c]]
+            covered = words & frozenset().union(*(evidence.passages[i].words for i in span))
+            key = (len(covered), round(sum(evidence._idf[w] for w in covered), 9), own)
+            if best is None or key > best[0]:
+                best = (key, covered)
+        return best[1] if best else frozenset()
+
+    covered = [window(k) for k in range(len(SOURCES))]
     support = evidence.support(claim)
-    if best is None or not words & best.words:
+    most = max(len(c) for c in covered)
+    if not most:
         assert support is None
     else:
-        assert (support.passage, support.shared, support.of) == (best, len(words & best.words), len(words))
+        k = next(k for k in range(len(SOURCES)) if len(covered[k]) == most)  # the reference first on ties
+        assert (support.passage.source, support.shared, support.of) == (SOURCES[k], most, len(words))
     cues = evidence.cues(claim)
 
-    def uncovered(*sources):
-        return sum(not any(w in s for s in sources) for w in words) / len(words) if words else 0.0
+    def uncovered(*ks):
+        return len(words.difference(*(covered[k] for k in ks))) / len(words) if words else 0.0
 
-    assert cues["uncovered_knowledge"] == uncovered(evidence.knowledge)
-    assert cues["uncovered_history"] == uncovered(evidence.history)
-    assert cues["uncovered_all"] == uncovered(evidence.reference, evidence.knowledge, evidence.history)
-    assert cues["uncovered_reference"] == (uncovered(evidence.reference) if evidence.reference
-                                           else 1.0 if words else 0.0)
+    assert cues["uncovered_knowledge"] == uncovered(1)
+    assert cues["uncovered_history"] == uncovered(2)
+    assert cues["uncovered_all"] == uncovered(0, 1, 2)
+    assert cues["uncovered_reference"] == (uncovered(0) if evidence.has_reference else 1.0 if words else 0.0)

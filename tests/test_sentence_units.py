@@ -57,7 +57,7 @@ def test_without_explanations_categorize_is_asked_for_its_category_alone():
     assert said.turns[0].claims[0].explanation != quiet.turns[0].claims[0].explanation
     # The evidence stands in for the judge's essay: the figure no source holds, beside the reference's.
     assert quiet.turns[0].claims[0].explanation == ("LACKING EVIDENCE by the judge (asked for its label alone): "
-                                                    "no source holds ten (the reference gives seven).")
+                                                    "its passages hold no ten (the reference's passage gives seven).")
     # Categorize's signature asks for no explanation, so its prompt is shorter.
     asked = Vista.from_program(None, explain_unverified=False)._questions()["categorize"].signature
     assert list(asked.output_fields) == ["category"]

@@ -112,7 +112,7 @@ def test_the_deployed_judge_and_the_replay_label_a_turn_by_its_turn_model_throug
     # its explanation says what decided it and names the words no source holds
     assert claim.explanation.startswith("LACKING EVIDENCE as the only claim of a turn the turn model finds "
                                         "hallucinated")
-    assert "no source holds 'famous', 'blue' and 'tram'" in claim.explanation
+    assert "its passages hold no 'famous', 'blue' and 'tram'" in claim.explanation
     assert verdict.explanation.startswith("Hallucinated through claim 1")
     rows = [ClaimRow(c.claim, c.cues, None, None, "VERIFIED", None) for c in verdict.claims]
     replayed = replay([TurnRows("d", 1, "hallucinated", rows)], rule, judge=False)[0]

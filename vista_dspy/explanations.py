@@ -32,7 +32,7 @@ def reason(category: str, claim: str, cues: Mapping[str, float], evidence: TurnE
             said.append(f"it is a speaker's own remark ({_listed(speakers)})")
     lacking = evidence.lacking(claim) if lacks_a_source(cues) else []
     if lacking:
-        said.append(_lacking(lacking, evidence))
+        said.append(_lacking(claim, lacking, evidence))
     if said:
         return "; ".join(said)
     return _closest(claim, evidence, supported=category == "VERIFIED")
@@ -43,27 +43,29 @@ def _unsupported(claim: str, evidence: TurnEvidence) -> str:
     closest passage."""
     lacking = evidence.lacking(claim)
     if lacking:
-        return _lacking(lacking, evidence)
+        return _lacking(claim, lacking, evidence)
     unsaid = evidence.unsaid(claim)
     closest = _closest(claim, evidence, supported=False)
     if not unsaid:
-        return f"each of its content words is somewhere in its sources, but no passage says it: {closest}"
+        return f"each of its content words is in its passages, but no passage says it: {closest}"
     more = len(unsaid) - _WORDS
     words = _listed(unsaid[:_WORDS]) + (f" and {more} more" if more > 0 else "")
-    return f"no source holds {words}; {closest}"
+    return f"its passages hold no {words}; {closest}"
 
 
-def _lacking(lacking: Sequence[Figure], evidence: TurnEvidence) -> str:
-    """"no source holds 200 or minus 30 (the reference gives minus 4)"."""
+def _lacking(claim: str, lacking: Sequence[Figure], evidence: TurnEvidence) -> str:
+    """"its passages hold no 200 or minus 30 (the reference's passage gives minus 4)": the passages the claim rests on
+    (``TurnEvidence.local``) and what its passage of the reference gives, not every figure of a long document."""
     numbers = [f for f in lacking if f.kind != "name"]
     names = [f for f in lacking if f.kind == "name"]
     parts = []
     if numbers:
-        given = evidence.reference_figure_texts(frozenset(n.kind for n in numbers))
-        parts.append(f"no source holds {_listed([f.text for f in numbers], 'or', quote=False)}"
-                     + (f" (the reference gives {_listed(given[:4], 'and', quote=False)})" if given else ""))
+        given = evidence.reference_figure_texts(claim, frozenset(n.kind for n in numbers))
+        parts.append(f"its passages hold no {_listed([f.text for f in numbers], 'or', quote=False)}"
+                     + (f" (the reference's passage gives {_listed(given[:4], 'and', quote=False)})"
+                        if given else ""))
     if names:
-        parts.append(f"no source names {_listed([f.text for f in names], 'or', quote=False)}")
+        parts.append(f"its passages name no {_listed([f.text for f in names], 'or', quote=False)}")
     return "; ".join(parts)
 
 

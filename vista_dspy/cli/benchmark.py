@@ -190,15 +190,19 @@ def report(
                                                             "a PNG here.")] = None,
 ) -> None:
     """Render one self-contained HTML page: tables, plots (accuracy by system, category distribution, confusion
-    matrices) and a per-turn browser showing every claim with its category and reason."""
+    matrices) and a per-turn browser showing every claim with its category and reason. Given the repository's
+    `benchmarks/` folder (committed records and their `results.py`), the page of RESULTS.md's tables instead."""
     from ..experiments.report import screenshot as take_screenshot
-    from ..experiments.report import write_report
+    from ..experiments.report import write_report, write_results_page
     from ..run.runner import RunConflict
 
     if not run_dir.is_dir():
         raise fail(f"{run_dir}: no such directory")
     try:
-        path = write_report(run_dir, out)
+        if (run_dir / "results.py").is_file() and (run_dir / "RESULTS.md").is_file():
+            path = write_results_page(run_dir, out or run_dir / "results.html")
+        else:
+            path = write_report(run_dir, out)
     except (FileNotFoundError, RunConflict) as exc:
         raise fail(str(exc)) from None
     err.print(f"report: {path}", highlight=False)

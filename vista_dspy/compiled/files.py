@@ -20,7 +20,7 @@ import orjson
 
 SEED_PROGRAM = "seed"
 # The rule the evidence system decides with when the program has none: cues fitted on the human claims of
-# vista-human:train, no LM (benchmarks/fit_evidence_rule.py).
+# the instrument's compile part, no LM (benchmarks/refit_compile_part.py).
 EVIDENCE_PROGRAM = "evidence"
 PROGRAM_FORMAT = 2
 # Format 1 held a "calibration" (a Verify threshold and category offsets) where format 2 holds a decision rule; a

@@ -2,19 +2,24 @@
 whether it is about a speaker, an opinion, a hedge. A decision rule (``decision``) weighs them with the judge's
 label probabilities. Beside them, the checks (``CHECKS``) that no fitted weight overrides (``decision.decide``): a
 figure or a name that no source holds (``figures``), a speaker's own remark, an evaluative word; and what an
-explanation cites (``TurnEvidence.support``: the passage that shares most of a claim; ``unsaid``: its words no
-source holds).
+explanation cites (``TurnEvidence.support``: the passage that shares most of a claim; ``unsaid``: its words that
+passage lacks).
 
-Coverage cues are shares of the claim's content words (``grounding.content_words``: crude stems, without function
-words and speaker words) that its sources do NOT contain -- the reference document, the knowledge store, the dialogue
-before the turn, and all three together. The speaker cue treats "I", "my", "you", "the assistant", "the wizard" and
-"the user" alike, so it does not depend on how an annotator or a decomposer names the speakers. Each cue is a number
-in [0, 1].
+Every source is read locally (issue 60): a claim is read against, in each source, the window that shares most of its
+content words (``TurnEvidence.local``: a sentence with its neighbours in the same paragraph; a claim of the store
+with those beside it), never against the bag of all the sources' words. Coverage cues are shares of the claim's
+content words (``grounding.content_words``: crude stems, without function words and speaker words) that those
+windows do NOT contain -- the reference document's, the knowledge store's, the dialogue before the turn's, and the
+three together; the figure and name checks and the explanations read the same windows. Text added to the sources
+that does not support the claim better than what was there changes no cue. The speaker cue treats "I", "my", "you",
+"the assistant", "the wizard" and "the user" alike, so it does not depend on how an annotator or a decomposer names
+the speakers. Each cue is a number in [0, 1].
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -97,16 +102,50 @@ class Support:
     of: int  # the claim's content words
 
 
+SOURCES: tuple[str, ...] = ("the reference", "the knowledge store", "the dialogue before it")
+# A window is a passage and its neighbours in the same source: a sentence of the reference with the sentences before
+# and after it, a claim of the store with the claims beside it, a sentence of the dialogue with its neighbours.
+WINDOW = 1
+
+
+@dataclass(frozen=True)
+class UnitEvidence:
+    """What one unit is read against: in each source, the window (a passage and its neighbours) that shares most of
+    the unit's content words (None: no passage of that source shares one). Every cue, check and explanation of the
+    unit reads these windows, never the rest of the sources, so that unrelated text added to the sources changes
+    nothing unless it supports the unit better than what was there."""
+
+    words: frozenset[str]  # the unit's content words
+    windows: tuple[Passage | None, ...]  # one per ``SOURCES``
+    quotes: tuple[Passage | None, ...]  # within each window, the shortest span sharing as many words
+
+    def covered(self, source: int) -> frozenset[str]:
+        window = self.windows[source]
+        return self.words & window.words if window is not None else frozenset()
+
+    @functools.cached_property
+    def figures(self) -> SourceFigures:
+        return SourceFigures.of(w.text for w in self.windows if w is not None)
+
+    @functools.cached_property
+    def stems(self) -> frozenset[str]:
+        return frozenset().union(*(w.words for w in self.windows if w is not None))
+
+
 @dataclass(frozen=True)
 class TurnEvidence:
-    """The content words, figures and passages of one judged turn's sources, computed once for all its claims."""
+    """The passages of one judged turn's sources, indexed by content word, computed once for all its claims; what
+    each claim is read against is found per claim (``local``)."""
 
-    reference: frozenset[str]
-    knowledge: frozenset[str]
-    history: frozenset[str]
-    figures: SourceFigures = SourceFigures(frozenset(), frozenset())
+    has_reference: bool
+    # Every source as a sequence of passages (the reference's sentences, the store's claims, the sentences of the
+    # dialogue before the turn), in order; ``sequences[k]`` holds the passage indices of ``SOURCES[k]``.
     passages: tuple[Passage, ...] = ()
-    reference_figures: tuple[Figure, ...] = ()  # the reference's numbers and dates, as written
+    sequences: tuple[tuple[int, ...], ...] = ((), (), ())
+    # The paragraph of each passage: a window never leaves its centre's paragraph (a line of a document, with the title
+    # line above it; the whole store; a line of one earlier turn), so that two unrelated documents that happen to be
+    # neighbours in the sources are never read as one.
+    paragraphs: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, reference: str | None, knowledge: Sequence[str], history: Sequence[str]) -> TurnEvidence:
@@ -117,30 +156,100 @@ class TurnEvidence:
 
     @classmethod
     def _read(cls, reference: str | None, knowledge: tuple[str, ...], history: tuple[str, ...]) -> TurnEvidence:
-        passages = [p for source, texts in (("the reference", [reference or ""]), ("the knowledge store", knowledge),
-                                            ("the dialogue before it", history))
-                    for text in texts for p in _passages(source, text)]
-        return cls(frozenset(content_words(reference or "")), frozenset(content_words(" ".join(knowledge))),
-                   frozenset(content_words(" ".join(history))), SourceFigures.of([reference or "", *knowledge, *history]),
-                   tuple(passages), _reference_figures(reference or ""))
+        passages: list[Passage] = []
+        sequences: list[tuple[int, ...]] = []
+        paragraphs: list[int] = []
+        for source, texts in zip(SOURCES, ([reference or ""], knowledge, history)):
+            start = len(passages)
+            groups = ([tuple(p for text in texts for p in _passages(source, text))] if source == SOURCES[1]
+                      else [group for text in texts for group in _paragraphs(source, text)])
+            for group in groups:
+                paragraphs.extend([paragraphs[-1] + 1 if paragraphs else 0] * len(group))
+                passages.extend(group)
+            sequences.append(tuple(range(start, len(passages))))
+        return cls(bool(reference and reference.strip()), tuple(passages), tuple(sequences), tuple(paragraphs))
+
+    def local(self, claim: str) -> UnitEvidence:
+        """The windows ``claim`` is read against (cached per claim: its cues, checks and explanation share them)."""
+        found = self._local.get(claim)
+        if found is None:
+            words = frozenset(content_words(claim))
+            found_windows = [self._window(words, k) for k in range(len(SOURCES))]
+            found = self._local[claim] = UnitEvidence(words, tuple(w[0] if w else None for w in found_windows),
+                                                      tuple(w[1] if w else None for w in found_windows))
+        return found
+
+    def _window(self, words: frozenset[str], source: int) -> tuple[Passage, Passage] | None:
+        """(window, quote) of ``SOURCES[source]`` for ``words``: the window sharing most of them (the most shared
+        words; on a tie the rarer ones by inverse passage frequency, then the centre passage sharing most, then the
+        first), and within it the shortest span around its centre that shares as many (what an explanation quotes);
+        None when no passage of the source shares one."""
+        sequence = self.sequences[source]
+        if not sequence:
+            return None
+        first, last = sequence[0], sequence[-1]
+        own: dict[int, int] = {}
+        for word in words:
+            for i in self._passages_with.get(word, ()):
+                if first <= i <= last:
+                    own[i] = own.get(i, 0) + 1
+        if not own:
+            return None
+
+        paragraphs = self.paragraphs
+
+        def bounds(i: int) -> tuple[int, int]:
+            lo, hi = i, i
+            while lo > first and i - lo < WINDOW and paragraphs[lo - 1] == paragraphs[i]:
+                lo -= 1
+            while hi < last and hi - i < WINDOW and paragraphs[hi + 1] == paragraphs[i]:
+                hi += 1
+            return lo, hi
+
+        def held(lo: int, hi: int) -> list[str]:
+            return [word for word in words if any(word in self.passages[i].words for i in range(lo, hi + 1))]
+
+        def shared(lo: int, hi: int) -> int:
+            return len(held(lo, hi))
+
+        idf = self._idf
+        best_key, centre = None, -1
+        for i in sorted(own):
+            found = held(*bounds(i))
+            # Most words shared; on a tie, the rarer words (a name before "often"), then the centre sharing most.
+            key = (len(found), round(sum(idf[w] for w in found), 9), own[i])
+            if best_key is None or key > best_key:
+                best_key, centre = key, i
+        lo, hi = bounds(centre)
+        spans = sorted(((a, b) for a in range(lo, centre + 1) for b in range(centre, hi + 1)),
+                       key=lambda span: (span[1] - span[0], span[0] != centre))
+        quote = next(span for span in spans if shared(*span) == best_key[0])
+        return self._span(source, lo, hi), self._span(source, *quote)
+
+    def _span(self, source: int, lo: int, hi: int) -> Passage:
+        return Passage(SOURCES[source], " ".join(self.passages[i].text for i in range(lo, hi + 1)),
+                       frozenset().union(*(self.passages[i].words for i in range(lo, hi + 1))))
 
     def cues(self, claim: str, *, added: bool = False) -> dict[str, float]:
         """The claim's cue values, by ``CUES`` name, and its checks, by ``CHECKS`` name; ``added``: the claim is a
-        sentence that coverage added."""
-        words = content_words(claim)
+        sentence that coverage added. Coverage is read against the windows of ``local``."""
+        unit = self.local(claim)
+        n = len(unit.words)
         lower = claim.lower()
-        n = len(words)
-        # Shares of the claim's words a source lacks: set differences (counted as a loop over the words counted them).
         speaker = bool(_SPEAKER.search(lower))
         opinion = bool(_OPINION.search(lower))
         frame = _FRAME.match(lower)
         attributed = bool(frame) and len(content_words(frame.group("clause"))) >= _FRAMED_WORDS
         lacking = self.lacking(claim)
+
+        def uncovered(*sources: int) -> float:
+            return len(unit.words.difference(*(unit.covered(k) for k in sources))) / n if n else 0.0
+
         return {
-            "uncovered_reference": (len(words - self.reference) / n if self.reference else 1.0) if n else 0.0,
-            "uncovered_knowledge": len(words - self.knowledge) / n if n else 0.0,
-            "uncovered_history": len(words - self.history) / n if n else 0.0,
-            "uncovered_all": len(words.difference(self.reference, self.knowledge, self.history)) / n if n else 0.0,
+            "uncovered_reference": uncovered(0) if self.has_reference else (1.0 if n else 0.0),
+            "uncovered_knowledge": uncovered(1),
+            "uncovered_history": uncovered(2),
+            "uncovered_all": uncovered(0, 1, 2),
             "speaker": float(speaker),
             "opinion": float(opinion),
             "hedge": float(bool(_HEDGE.search(lower))),
@@ -156,26 +265,22 @@ class TurnEvidence:
         }
 
     def lacking(self, claim: str) -> list[Figure]:
-        """The figures, dates and names of ``claim`` that none of the turn's sources holds (``figures``)."""
-        return self.figures.lacking(claim)
+        """The figures, dates and names of ``claim`` that none of its windows holds (``figures``)."""
+        return self.local(claim).figures.lacking(claim)
 
     def support(self, claim: str) -> Support | None:
-        """The passage of the sources sharing most of the claim's content words (the reference first, then the
-        store, then the dialogue before it, on ties); None when no passage shares one."""
-        words = content_words(claim)
-        shared: dict[int, int] = {}
-        for word in words:
-            for i in self._passages_with.get(word, ()):
-                shared[i] = shared.get(i, 0) + 1
-        if not shared:
+        """The window sharing most of the claim's content words (the reference first, then the store, then the
+        dialogue before it, on ties); None when no passage shares one."""
+        unit = self.local(claim)
+        best = max(range(len(SOURCES)), key=lambda k: (len(unit.covered(k)), -k))
+        quote = unit.quotes[best]
+        if quote is None:
             return None
-        most = max(shared.values())
-        best = min(i for i, n in shared.items() if n == most)  # the first passage sharing the most
-        return Support(self.passages[best], most, len(words))
+        return Support(quote, len(unit.covered(best)), len(unit.words))
 
     def unsaid(self, claim: str) -> list[str]:
-        """The claim's content words (as lower-case words) whose stem none of the sources holds, in order, once."""
-        sources = self._words
+        """The claim's content words (as lower-case words) whose stem none of its windows holds, in order, once."""
+        sources = self.local(claim).stems
         seen: set[str] = set()
         out = []
         for word in _WORD.findall(claim.lower()):
@@ -185,20 +290,26 @@ class TurnEvidence:
                 out.append(word)
         return out
 
-    def reference_figure_texts(self, kinds: frozenset[str]) -> tuple[str, ...]:
-        """The reference's figures of these kinds ("number", "date"), as written, in order, each once."""
-        if kinds not in self._figure_texts:
-            self._figure_texts[kinds] = tuple(dict.fromkeys(f.text for f in self.reference_figures if f.kind in kinds))
-        return self._figure_texts[kinds]
+    def reference_figure_texts(self, claim: str, kinds: frozenset[str]) -> tuple[str, ...]:
+        """The figures of these kinds ("number", "date") that the claim's reference window gives, as written, in
+        order, each once."""
+        window = self.local(claim).windows[0]
+        if window is None:
+            return ()
+        return tuple(dict.fromkeys(f.text for f in _reference_figures(window.text) if f.kind in kinds))
 
-    # Read once per turn's sources (the evidence is cached per prompt), not once per claim.
+    # Found once per claim and per turn's sources (the evidence is cached per prompt), not once per cue.
     @functools.cached_property
-    def _figure_texts(self) -> dict[frozenset[str], tuple[str, ...]]:
+    def _local(self) -> dict[str, UnitEvidence]:
         return {}
 
     @functools.cached_property
-    def _words(self) -> frozenset[str]:
-        return self.reference | self.knowledge | self.history
+    def _idf(self) -> dict[str, float]:
+        """{content word: its inverse passage frequency}, BM25's: what breaks a tie between two windows sharing as
+        many of a unit's words (only ever a tie-break: how many words a window shares does not depend on the rest)."""
+        n = len(self.passages)
+        return {word: math.log((n - len(found) + 0.5) / (len(found) + 0.5) + 1.0)
+                for word, found in self._passages_with.items()}
 
     @functools.cached_property
     def _passages_with(self) -> dict[str, tuple[int, ...]]:
@@ -266,9 +377,37 @@ def remark_marks(claim: str) -> tuple[list[str], list[str], list[str]]:
 @functools.lru_cache(maxsize=8192)
 def _passages(source: str, text: str) -> tuple[Passage, ...]:
     """The sentences of one source text as passages (a store claim is one passage): read once per text."""
-    sentences = [text] if source == "the knowledge store" else [
-        s for line in text.splitlines() for s in split_sentences(line)]
-    return tuple(Passage(source, s, frozenset(content_words(s))) for s in sentences if s.strip())
+    return tuple(p for group in _paragraphs(source, text) for p in group)
+
+
+_ENDS_A_SENTENCE = tuple(".!?:;\"\u201d')]")
+_TITLE_WORDS = 12
+
+
+@functools.lru_cache(maxsize=8192)
+def _paragraphs(source: str, text: str) -> tuple[tuple[Passage, ...], ...]:
+    """The paragraphs of one source text, each a tuple of sentence passages: a line is a paragraph, and a short line
+    that ends no sentence (a title: "Tromsø climate") opens the paragraph of the line below it. A store claim is one
+    passage. Read once per text."""
+    if source == SOURCES[1]:
+        return ((Passage(source, text, frozenset(content_words(text))),),) if text.strip() else ()
+    groups: list[list[Passage]] = []
+    title: list[Passage] = []
+    for line in text.splitlines():
+        found = [Passage(source, s, frozenset(content_words(s))) for s in split_sentences(line) if s.strip()]
+        if not found:
+            continue
+        stripped = line.strip()
+        if len(found) == 1 and not stripped.endswith(_ENDS_A_SENTENCE) and len(stripped.split()) <= _TITLE_WORDS:
+            if title:
+                groups.append(title)
+            title = found
+            continue
+        groups.append(title + found)
+        title = []
+    if title:
+        groups.append(title)
+    return tuple(tuple(g) for g in groups)
 
 
 @functools.lru_cache(maxsize=1024)

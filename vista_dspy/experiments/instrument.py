@@ -8,7 +8,6 @@ probabilities and cues, usage — no dataset text, so the records can be committ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..data.records import read_jsonl_records
 from ..data.suite import group_id_of, part_of_group
 from ..optimize.instrument import anchored_gate, gate_markdown, paired_frame, system_table
 from ..optimize.metrics import mcnemar_exact
@@ -75,9 +75,8 @@ def run_turns(out_dir: Path) -> pd.DataFrame:
 
 
 def probe_turns(directory: Path) -> pd.DataFrame:
-    """The turn frame of a committed suite probe (``benchmarks/probes/suite-*/turns.jsonl``)."""
-    rows = [json.loads(line) for line in (directory / "turns.jsonl").read_text().splitlines() if line.strip()]
-    return frame_of(rows)
+    """The turn frame of a committed suite probe (``benchmarks/probes/suite-*/turns.jsonl``, or ``turns.jsonl.gz``)."""
+    return frame_of(read_jsonl_records(Path(directory) / "turns.jsonl"))
 
 
 def incoherent(turns: pd.DataFrame) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """A benchmark's VISTA systems paired against the seed program on VISTA's human re-annotation: for each such dataset
 judged by the ``seed`` system, every VISTA system's turns and matched claims beside the seed's, with exact McNemar
-tests and the turn difference's interval (``optimize.paired_table``, the table ``benchmarks/rule_table.py`` prints).
+tests and the turn difference's interval (``optimize.paired_table``).
 """
 
 from __future__ import annotations

@@ -147,8 +147,6 @@ COLOURS = {
 def build_report(path: Path) -> str:
     """One self-contained HTML page for a benchmark directory or a single `vista evaluate` output directory:
     tables, plots (inline SVG) and a filterable per-turn browser with every claim's category and reason."""
-    import jinja2
-
     from .. import __version__
     from ..run.runner import VERDICTS, read_verdicts
     from .tables import compute_tables, run_dirs, turn_frame
@@ -160,10 +158,7 @@ def build_report(path: Path) -> str:
     tables = compute_tables(turns, path)
     claims = pd.concat([claims_frame(v).assign(dataset=d, system=s) for d, s, v in runs if v], ignore_index=True)
     models = sorted({v.model for _, _, verdicts in runs for v in verdicts if v.model})
-    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy.experiments", "templates"),
-                                     autoescape=jinja2.select_autoescape(["html", "j2"]))
-    environment.filters["cssname"] = lambda name: str(name).lower().replace(" ", "-")
-    template = environment.get_template("report.html.j2")
+    template = _environment().get_template("report.html.j2")
     return template.render(
         version=__version__,
         title=path.resolve().name,
@@ -175,6 +170,51 @@ def build_report(path: Path) -> str:
         runs=[{"key": f"{d} / {s}", "turns": _browser_turns(v)} for d, s, v in runs],
         turn_count=len(turns),
     )
+
+
+def _environment():
+    import jinja2
+
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("vista_dspy.experiments", "templates"),
+                                     autoescape=jinja2.select_autoescape(["html", "j2"]))
+    environment.filters["cssname"] = lambda name: str(name).lower().replace(" ", "-")
+    return environment
+
+
+def build_results_page(title: str, sections: Sequence[dict[str, Any]], subtitle: str = "") -> str:
+    """One self-contained HTML page of tables in the report's style (``benchmarks/results.py --html``): each section a
+    ``title``, a ``frame`` (a DataFrame of cells already formatted; Markdown bold is kept as bold) and a ``note``."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    from .. import __version__
+
+    def cell(value: Any) -> str:
+        return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", str(escape(value))).replace("`", "")
+
+    rendered = []
+    for number, section in enumerate(sections, 1):
+        frame = section["frame"].map(cell) if not section["frame"].empty else section["frame"]
+        html = frame.to_html(index=False, border=0, escape=False, classes="numbers")
+        rendered.append({"id": f"t{number}", "title": section["title"], "note": Markup(cell(section.get("note", ""))),
+                         "html": Markup(f'<div class="scroll">{html}</div>')})
+    return _environment().get_template("results.html.j2").render(
+        version=__version__, title=title, subtitle=subtitle, sections=rendered, colours=COLOURS)
+
+
+def write_results_page(benchmarks: Path, out: Path) -> Path:
+    """The page of RESULTS.md's tables, from the committed records the folder's ``results.py`` reads
+    (``vista report benchmarks/``; ``python benchmarks/results.py --html OUT`` writes the same)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("vista_benchmarks_results", benchmarks / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out.write_text(module.html_page(module.all_tables()), encoding="utf-8")
+    return out
 
 
 def write_report(path: Path, out: Path | None = None) -> Path:

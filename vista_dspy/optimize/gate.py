@@ -122,6 +122,9 @@ class ProgramMeta(BaseModel):
     choice: dict[str, Any] = Field(default_factory=dict)  # the numbers each choice was made with
     options: dict[str, Any] = Field(default_factory=dict)  # the judging options saved with the program
     rule: dict[str, Any] | None = None  # the decision rule saved with the program (DecisionRule)
+    # The dialogues each fitted part saw, per dataset ({dataset: ids}, or {part: {dataset: ids}}): never one of the
+    # instrument's test part (tests/test_fitted_on.py).
+    fitted_on: dict[str, Any] | None = None
     demos: dict[str, int] = Field(default_factory=dict)
     cost: dict[str, Any] = Field(default_factory=dict)  # LM calls and tokens, seconds
     dspy_version: str = ""

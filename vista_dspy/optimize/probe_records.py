@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.records import read_record_text, record_path
 from .judged_turns import ClaimRow, TurnRows
 
 RECORD_VERSION = 1
@@ -58,7 +59,7 @@ class ProbeError(ValueError):
 
 def read_probe(directory: Path) -> tuple[list[TurnRows], dict[str, str], dict[str, Any]]:
     """(turns, {dialogue id: half}, the probe's meta) of a recorded probe."""
-    path = Path(directory) / TURNS
+    path = record_path(Path(directory) / TURNS)  # turns.jsonl, or turns.jsonl.gz
     if not path.is_file():
         raise ProbeError(f"{directory}: no {TURNS}: not a recorded probe (benchmarks/record_probe.py writes one)")
     meta_path = Path(directory) / META
@@ -67,7 +68,7 @@ def read_probe(directory: Path) -> tuple[list[TurnRows], dict[str, str], dict[st
         raise ProbeError(f"{meta_path}: record_version {meta.get('record_version')} is not {RECORD_VERSION}")
     turns: list[TurnRows] = []
     half_of: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(read_record_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
