@@ -75,7 +75,8 @@ def test_measure_gives_score_reason_and_a_verdict_per_assistant_turn(judge):
     assert metric.score_breakdown == QUICKSTART_TURNS
     assert metric.reason.startswith("Hallucinated: 2 of the 3 claims in its 2 assistant turn(s) are not supported")
     assert '- turn 3: LACKING EVIDENCE: "Tromsø is milder' in metric.reason
-    assert "no source holds 200 or minus 30" in metric.reason
+    [invented] = [line for line in metric.reason.splitlines() if line.startswith("- turn 3:")]
+    assert "200" in invented and "minus 30" in invented  # the judge's reason names the invented figures
     assert (metric.label, metric.is_successful(), metric.success) == ("hallucinated", False, False)
     assert [(v["turn"], v["label"], [c["category"] for c in v["claims"]]) for v in metric.verdicts] == [
         (1, "hallucinated", ["OUT-OF-SCOPE", "LACKING EVIDENCE"]), (3, "hallucinated", ["LACKING EVIDENCE"])]

@@ -80,7 +80,8 @@ def test_ascore_gives_the_score_with_the_unsafe_claims_as_the_reason(judge):
     assert result.value == pytest.approx(QUICKSTART_SCORE)
     assert result.reason.startswith("Hallucinated: 2 of the 3 claims in its 2 assistant turn(s)")
     assert '- turn 5: LACKING EVIDENCE: "Tromsø is milder' in result.reason
-    assert "no source holds 200 or minus 30" in result.reason
+    [invented] = [line for line in result.reason.splitlines() if line.startswith("- turn 5:")]
+    assert "200" in invented and "minus 30" in invented  # the judge's reason names the invented figures
     assert '- turn 3: LACKING EVIDENCE: "It sits inside the auroral oval' in result.reason
     assert [(t["turn"], t["score"]) for t in result.traces["output"]] == [(3, 0.5), (5, 0.0)]
     faithful = metric.score(lisbon_sample())
