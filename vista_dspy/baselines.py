@@ -23,7 +23,8 @@ from . import scoring
 from .evidence import TurnEvidence
 from .grounding import sentence_units, split_sentences
 from .options import DEFAULT_EVIDENCE_TOKENS, DEFAULT_HISTORY_TOKENS, Evidence
-from .prompts import SourceReader, bounded_history, clean_claims
+from .prompts import clean_claims
+from .reading import SourceReader, bounded_history
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
 from .signatures import AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage

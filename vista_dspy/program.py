@@ -32,7 +32,8 @@ from .decision import DecisionRule, by_evidence
 from .evidence import evidence_of
 from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
 from .options import JudgeOptions
-from .prompts import HISTORY_OMITTED, SourceReader, SourcesRead, bounded_history, clean_claims
+from .prompts import HISTORY_OMITTED, clean_claims
+from .reading import SourceReader, SourcesRead, bounded_history
 from .schema import (
     Category,
     ClaimVerdict,
