@@ -28,11 +28,11 @@ REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
 Evidence = Literal["turn", "unit", "full"]
 EVIDENCE_READINGS: tuple[str, ...] = ("turn", "unit", "full")
 # Budgets in tokens of 4 characters (``evidence.reading.tokens``). The reference's keeps every reference of the
-# instrument whole (the longest is ~660 tokens; the quick start's ~60), so prompts and verdicts there are as before; 5,000 words of
-# sources (~7,000 tokens) no longer overflow the embedded model's 8,192-token slot. The store's keeps the stores of
-# the instrument's dialogues whole (at most 5 judged turns: ~340 tokens of the annotators' accepted claims at most)
-# and bounds a long dialogue's, whose prompts then grow by less than half (benchmarks/growth.py); the history's keeps
-# every history of the instrument whole (at most ~320 tokens).
+# instrument whole (the longest is ~660 tokens; the quick start's ~60), so prompts and verdicts there are as before;
+# 5,000 words of sources (~7,000 tokens) no longer overflow the embedded model's 8,192-token slot. The store's keeps
+# the stores of the instrument's dialogues whole (at most 5 judged turns: ~340 tokens of the annotators' accepted
+# claims at most) and bounds a long dialogue's, whose prompts then grow by less than half (benchmarks/growth.py); the
+# history's keeps every history of the instrument whole (at most ~320 tokens).
 DEFAULT_EVIDENCE_TOKENS = 1024
 DEFAULT_KNOWLEDGE_TOKENS = 384
 DEFAULT_HISTORY_TOKENS = 512
