@@ -21,10 +21,11 @@ DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
 DEFAULT_DECOMPOSE_CALLS: DecomposeCalls = "per-turn"  # the paper's method
 REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
-# How a prompt reads the turn's sources (``evidence.reading``): "turn" -- each source whole when it fits its budget, else the
-# passages ranked for the turn's units within it, the same for every unit of the turn (one prompt prefix per turn:
-# a server's prefix cache serves every claim after the first); "unit" -- the same for each unit on its own (smaller
-# prompts, a prefix per unit); "full" -- every source word, every earlier claim, the whole history (the paper's).
+# How a prompt reads the turn's sources (``evidence.reading``): "turn" -- each source whole when it fits its budget,
+# else the passages ranked for the turn's units within it, the same for every unit of the turn (one prompt prefix per
+# turn: a server's prefix cache serves every claim after the first); "unit" -- the same for each unit on its own
+# (smaller prompts, a prefix per unit); "full" -- every source word, every earlier claim, the whole history (the
+# paper's).
 Evidence = Literal["turn", "unit", "full"]
 EVIDENCE_READINGS: tuple[str, ...] = ("turn", "unit", "full")
 # Budgets in tokens of 4 characters (``evidence.reading.tokens``). The reference's keeps every reference of the
