@@ -14,10 +14,10 @@ from helpers import assistant, dialogue, user
 from vista_dspy import Vista
 from vista_dspy.baselines import FActScore, LLMJudge
 from vista_dspy.data import load_dialogues
+from vista_dspy.evidence.reading import OMITTED, bounded_history, tokens
 from vista_dspy.lm.clients.adapters import build_adapter
 from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.reading import OMITTED, bounded_history, tokens
 from vista_dspy.schema import Grounding, Turn
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.json"

@@ -7,7 +7,7 @@
 - ``LLMJudge``: one holistic call per judged turn, given the reference and the history: faithful or hallucinated,
   with an explanation on the turn verdict (no claims).
 
-Both read the reference as VISTA's stages do (``reading``): whole when it fits ``evidence_tokens``, else the passages
+Both read the reference as VISTA's stages do (``evidence.reading``): whole when it fits ``evidence_tokens``, else the passages
 ranked for the turn's facts (FActScore; "unit": each fact's own) or sentences (LLM-as-Judge), within it; "full" reads
 every word (the baselines as the paper ran them). LLM-as-Judge's history is its last turns within ``history_tokens``.
 """
@@ -21,10 +21,10 @@ import dspy
 
 from . import scoring
 from .evidence import TurnEvidence
+from .evidence.reading import SourceReader, bounded_history
 from .grounding import sentence_units, split_sentences
 from .options import DEFAULT_EVIDENCE_TOKENS, DEFAULT_HISTORY_TOKENS, Evidence
 from .prompts import clean_claims
-from .reading import SourceReader, bounded_history
 from .schema import Category, ClaimVerdict, Dialogue, DialogueVerdict, Usage
 from .signatures import AtomicFacts, IsSupported, JudgeTurn
 from .stages import StageCall, StagedModule, StageResult, add_usage

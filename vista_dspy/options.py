@@ -21,18 +21,19 @@ DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 DEFAULT_CLAIM_CALLS: ClaimCalls = "per-claim"
 DEFAULT_DECOMPOSE_CALLS: DecomposeCalls = "per-turn"  # the paper's method
 REASONING_STAGES: tuple[str, ...] = ("decompose", "verify", "categorize")
-# How a prompt reads the turn's sources (``reading``): "turn" -- each source whole when it fits its budget, else the
-# passages ranked for the turn's units within it, the same for every unit of the turn (one prompt prefix per turn:
-# a server's prefix cache serves every claim after the first); "unit" -- the same for each unit on its own (smaller
-# prompts, a prefix per unit); "full" -- every source word, every earlier claim, the whole history (the paper's).
+# How a prompt reads the turn's sources (``evidence.reading``): "turn" -- each source whole when it fits its budget,
+# else the passages ranked for the turn's units within it, the same for every unit of the turn (one prompt prefix per
+# turn: a server's prefix cache serves every claim after the first); "unit" -- the same for each unit on its own
+# (smaller prompts, a prefix per unit); "full" -- every source word, every earlier claim, the whole history (the
+# paper's).
 Evidence = Literal["turn", "unit", "full"]
 EVIDENCE_READINGS: tuple[str, ...] = ("turn", "unit", "full")
-# Budgets in tokens of 4 characters (``reading.tokens``). The reference's keeps every reference of the instrument whole
-# (the longest is ~660 tokens; the quick start's ~60), so prompts and verdicts there are as before; 5,000 words of
-# sources (~7,000 tokens) no longer overflow the embedded model's 8,192-token slot. The store's keeps the stores of
-# the instrument's dialogues whole (at most 5 judged turns: ~340 tokens of the annotators' accepted claims at most)
-# and bounds a long dialogue's, whose prompts then grow by less than half (benchmarks/growth.py); the history's keeps
-# every history of the instrument whole (at most ~320 tokens).
+# Budgets in tokens of 4 characters (``evidence.reading.tokens``). The reference's keeps every reference of the
+# instrument whole (the longest is ~660 tokens; the quick start's ~60), so prompts and verdicts there are as before;
+# 5,000 words of sources (~7,000 tokens) no longer overflow the embedded model's 8,192-token slot. The store's keeps
+# the stores of the instrument's dialogues whole (at most 5 judged turns: ~340 tokens of the annotators' accepted
+# claims at most) and bounds a long dialogue's, whose prompts then grow by less than half (benchmarks/growth.py); the
+# history's keeps every history of the instrument whole (at most ~320 tokens).
 DEFAULT_EVIDENCE_TOKENS = 1024
 DEFAULT_KNOWLEDGE_TOKENS = 384
 DEFAULT_HISTORY_TOKENS = 512

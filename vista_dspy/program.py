@@ -30,10 +30,10 @@ from .claim_verdicts import by_evidence_verdict, claim_verdict, turn_through_cla
 from .compiled.saving import SavedProgram
 from .decision import DecisionRule, by_evidence
 from .evidence import evidence_of
+from .evidence.reading import SourceReader, SourcesRead, bounded_history
 from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
 from .options import JudgeOptions
 from .prompts import HISTORY_OMITTED, clean_claims
-from .reading import SourceReader, SourcesRead, bounded_history
 from .schema import (
     Category,
     ClaimVerdict,

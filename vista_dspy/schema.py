@@ -256,7 +256,7 @@ class LabelProbabilities(_Record):
 
 
 class CheckedAgainst(_Record):
-    """What a claim was checked against: the parts of the turn's sources its judge read (``reading``'s budgets), or,
+    """What a claim was checked against: the parts of the turn's sources its judge read (``evidence.reading``'s budgets), or,
     for a claim decided by its evidence alone, the windows its cues read.
 
     ``reading``: "full" (every source word and every earlier claim: the paper's), "turn" (the evidence set of the

@@ -237,7 +237,7 @@ def summarize(verdicts: Sequence[DialogueVerdict]) -> dict[str, Any]:
         # Label probabilities the endpoint sent that could not be read (an ambiguous first token; a batched answer
         # whose probabilities do not line up with its items): those claims were decided without them.
         "unread_probabilities": sum(usage.unread_probabilities.values()),
-        # How the prompts read the sources (``reading``): the run's readings, and the claims whose prompt carried a
+        # How the prompts read the sources (``evidence.reading``): the run's readings, and the claims whose prompt carried a
         # part of the reference or of the store (over its budget) rather than all of it, or left a window out.
         "evidence": evidence_read(verdicts, turns),
         "usage": {

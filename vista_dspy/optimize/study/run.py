@@ -144,7 +144,8 @@ def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, An
         params[f"source_{stage}"] = "base"
     params["selection_seed"] = 0
     params.update(units=base.options.units, explain_unverified=base.options.explain_unverified,
-                  claim_calls=base.options.claim_calls, instructions="base", evidence_tokens=base.options.evidence_tokens)
+                  claim_calls=base.options.claim_calls, instructions="base",
+                  evidence_tokens=base.options.evidence_tokens)
     if base.rule is not None:
         params["cascade"] = band_label(base.rule.cascade)
     kept = {k: v for k, v in params.items() if k in names}

@@ -1,6 +1,6 @@
 """What a prompt reads of a judged turn's sources (issue 63): the reference document and the knowledge store whole when
 each fits its token budget, else the passages that decide -- for each unit, the window of each source that shares most
-of its content words (``evidence.TurnEvidence.local``: a sentence with its neighbours in its paragraph, a store claim
+of its content words (``TurnEvidence.local``: a sentence with its neighbours in its paragraph, a store claim
 with the claims beside it), best first, within the budget -- so that a long source costs what its deciding passages
 cost and no turn fails for want of context. The history a prompt carries is its last turns within a budget.
 
@@ -9,8 +9,8 @@ their windows, in source order), so every claim's prompt of the turn shares its 
 each unit's own windows; "full" reads everything (the paper's method). What was read is recorded on the claim
 (``schema.CheckedAgainst``) as character spans of the reference and numbers of the store's claims.
 
-Ranking is the evidence module's (the windows its cues read); this module only locates those windows in the sources,
-orders them and fits them into the budget.
+Ranking is the evidence package's (the windows its cues read); this module only locates those windows in the sources,
+orders them and fits them into the budget (it changes no cue).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .evidence import TurnEvidence
-from .schema import CheckedAgainst, Turn
-from .signatures import EMPTY_KNOWLEDGE, NO_HISTORY, NO_REFERENCE
+from ..schema import CheckedAgainst, Turn
+from ..signatures import EMPTY_KNOWLEDGE, NO_HISTORY, NO_REFERENCE
+from . import TurnEvidence
 
 # Characters per token: the budgets' unit, model-independent (English text with the usual BPE vocabularies).
 TOKEN_CHARS = 4
@@ -57,8 +57,8 @@ class SourcesRead:
 
 class SourceReader:
     """The sources of one judged turn, read under a reading and budgets (``JudgeOptions``' ``evidence``,
-    ``evidence_tokens``, ``knowledge_tokens``): ``turn(units)`` for the evidence set of the turn's units, ``unit(u)`` for
-    one unit's, ``read(units)`` as the reading says, ``windows(u)`` for the windows a unit's cues read."""
+    ``evidence_tokens``, ``knowledge_tokens``): ``read(units)`` -- the turn's units' evidence set, or one unit's --,
+    ``full()`` everything, ``windows(u)`` the windows a unit's cues read."""
 
     def __init__(self, evidence: TurnEvidence, reference: str | None, knowledge: Sequence[str], *,
                  reading: str = "turn", reference_tokens: int, knowledge_tokens: int) -> None:
@@ -210,7 +210,7 @@ def bounded_history(turns: Sequence[Turn], budget: int | None) -> str:
     history outgrows the budget, and it shows between half the budget and all of it; sliding by one turn per prompt
     would make the cache read the whole history again each time. When no anchor leaves a history that fits, the last
     turns within the budget (at least one)."""
-    from .prompts import render_line
+    from ..prompts import render_line
 
     if not turns:
         return NO_HISTORY
