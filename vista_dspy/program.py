@@ -6,11 +6,10 @@ and out-of-scope claims to the store after the whole turn; the turn's label and 
 
 The turn loop is a generator that yields batches of stage calls (``stages`` runs them, blocking or concurrently);
 all per-dialogue state -- knowledge store, history, usage -- lives in its locals, so one ``Vista`` instance can
-judge many dialogues at once. How a record becomes a prompt is ``prompts``'; the modes that ask about several claims
-in one call are ``batching``'s.
+judge many dialogues at once. How a record becomes a prompt is ``prompts``'; modes asking about several claims in
+one call are ``batching``'s.
 
-How a judge is loaded from a program file, saved to one and named by its content is ``compiled.saving``'s
-(``SavedProgram``).
+How a judge is loaded from a program file, saved and named by its content is ``compiled.saving``'s (``SavedProgram``).
 
 (Over 400 lines on purpose: this file is the method read top to bottom, one step after another; its helpers already
 live in ``stages``, ``batching``, ``prompts``, ``claim_verdicts`` and ``scoring``, and the steps left here share the
