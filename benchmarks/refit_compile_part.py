@@ -41,9 +41,8 @@ from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_rule, score
 from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, two_fold
 
 PROBES = Path(__file__).parent / "probes"
-# {program: (its live probe, the recomputed record, whether its units are the turn's sentences)}
-PROGRAMS = {"local": (PROBES / "local-1.5b-sentences-live", PROBES / "local-1.5b-sentences-compile", True),
-            }
+LIVE = PROBES / "local-1.5b-sentences-live"  # the 1.5B's answers over the dev half's sentences
+RECOMPUTED = PROBES / "local-1.5b-sentences-compile"
 ACCEPTED = ("VERIFIED", "OUT-OF-SCOPE")
 
 
@@ -91,34 +90,40 @@ def refit_evidence(compile_dialogues, write: bool) -> None:
     rule = fit_rule(turns, CUES, fitted={"claims": sum(len(t.rows) for t in turns), "turns": len(turns),
                                          "source": "human claims", "data": "suite:compile (vista-human)",
                                          "features": "evidence", "fitted_on": seen})
-    program = Vista.from_program(None)
-    program.rule = rule
-    file = program.program_file(EVIDENCE_PROGRAM)
-    path = compiled_dir() / f"{EVIDENCE_PROGRAM}.json"
-    meta_path = path.with_name(f"{EVIDENCE_PROGRAM}.meta.json")
-    meta = json.loads(meta_path.read_text())
-    meta.update({"program_sha256": file.content_hash,
+    crossed_scores = scores(crossed)
+    _write(EVIDENCE_PROGRAM, None, rule, write, lambda file: {
                  "optimizer": "evidence cues on human claims (benchmarks/refit_compile_part.py)",
                  "train": {"part": "suite:compile", "dataset": "vista-human", "dialogues": len(compile_dialogues),
                            "turns": len(turns), "claims": sum(len(t.rows) for t in turns)},
                  "dev": {}, "fitted_on": seen,
-                 "scores": {"compiled": {"turn_accuracy": scores(crossed)["accuracy"], **scores(crossed),
+                 "scores": {"compiled": {"turn_accuracy": crossed_scores["accuracy"], **crossed_scores,
                                          "how": "cross-fitted over two folds of the compile part's annotated "
                                                 "dialogues, on the annotators' claims"}}, "rule": file.rule,
                  "note": "fitted on the annotators' claims of the instrument's compile part only (issue 60), cues "
                          "read against each claim's own passages; judged on the instrument by "
                          "benchmarks/instrument_table.py"})
+
+
+def _write(name: str, base: str | None, rule: DecisionRule, write: bool, meta_of) -> None:
+    """Program ``name`` (program ``base``'s demos and options, None: the seed's) with ``rule``, and its meta updated
+    with its content hash and ``meta_of(file)``; written only with ``write``."""
+    program = Vista.from_program(base)
+    program.rule = rule
+    file = program.program_file(name)
+    path = compiled_dir() / f"{name}.json"
+    meta_path = path.with_name(f"{name}.meta.json")
+    meta = json.loads(meta_path.read_text())
+    meta.update({"program_sha256": file.content_hash, **meta_of(file)})
     if write:
         write_program(file, path)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
         print(f"wrote {path}: {rule.describe()}")
 
 
-def recompute_probe(compile_dialogues, live: Path, recomputed: Path, sentences: bool, write: bool
-                    ) -> tuple[list[TurnRows], dict[str, str]]:
-    """A live probe on the compile part's dialogues, each unit's cues read with today's evidence (a sentences
+def recompute_probe(compile_dialogues, write: bool) -> tuple[list[TurnRows], dict[str, str]]:
+    """The live sentences probe on the compile part's dialogues, each unit's cues read with today's evidence (the
     probe keeps no text: its units are the turn's sentences again)."""
-    turns, half_of, meta = read_probe(live)
+    turns, half_of, meta = read_probe(LIVE)
     by_id = {d.id: d for d in compile_dialogues}
     out: list[TurnRows] = []
     stores: dict[str, list[str]] = {}
@@ -127,11 +132,10 @@ def recompute_probe(compile_dialogues, live: Path, recomputed: Path, sentences: 
         if dialogue is None:
             continue
         store = stores.setdefault(turn.dialogue_id, [])
-        units = (sentence_units(dialogue.turns[turn.turn_index].text) if sentences
-                 else [r.claim for r in turn.rows])
-        if len(units) != len(turn.rows) or not all(units):
-            raise SystemExit(f"{live}: {turn.dialogue_id} turn {turn.turn_index}: {len(turn.rows)} units recorded, "
-                             f"{len(units)} read back")
+        units = sentence_units(dialogue.turns[turn.turn_index].text)
+        if len(units) != len(turn.rows):
+            raise SystemExit(f"{LIVE}: {turn.dialogue_id} turn {turn.turn_index}: {len(turn.rows)} units recorded, "
+                             f"{len(units)} sentences today")
         knowledge = [*dialogue.background, *store]
         evidence = evidence_of(dialogue, turn.turn_index, knowledge)
         rows = [ClaimRow(u, evidence.cues(u), r.verify, r.categorize, r.judge, r.gold, r.categorize_all)
@@ -141,52 +145,38 @@ def recompute_probe(compile_dialogues, live: Path, recomputed: Path, sentences: 
                             empty=turn.empty, decompose_calls=turn.decompose_calls))
     halves = {t.dialogue_id: half_of[t.dialogue_id] for t in out}
     if write:
-        write_probe(recomputed, out, halves, {
+        write_probe(RECOMPUTED, out, halves, {
             **{k: v for k, v in meta.items() if k not in ("counts", "record_version")},
-            "derived_from": str(live.relative_to(PROBES.parent.parent)),
+            "derived_from": str(LIVE.relative_to(PROBES.parent.parent)),
             "note": "the live probe's answers on the suite's compile part only, each unit's cues recomputed with "
                     "passage-local evidence (benchmarks/refit_compile_part.py); the store of each turn: the earlier "
                     "units the probed program accepted"})
     return out, halves
 
 
-def refit_program(name: str, compile_dialogues, write: bool) -> None:
-    live, recomputed, sentences = PROGRAMS[name]
-    turns, halves = recompute_probe(compile_dialogues, live, recomputed, sentences, write)
+def refit_default(compile_dialogues, write: bool) -> None:
+    name = "local"
+    turns, halves = recompute_probe(compile_dialogues, write)
     decided, _ = two_fold(turns, halves, lambda part: choose_turn_model_rule(part)[0])
     print(_line(f"{name}'s rule, two-fold over the probe's halves within the compile part ({len(turns)} turns)",
                 scores(decided)))
     rule, record = choose_turn_model_rule(turns)
-    shipped = read_program(name)
-    band = DecisionRule.model_validate(shipped.rule).cascade
+    band = DecisionRule.model_validate(read_program(name).rule).cascade
     seen = fitted_on([d for d in compile_dialogues if d.id in halves])
     rule = with_cascade(rule, band).model_copy(update={"fitted": {**rule.fitted, "fitted_on": seen,
                                                                    "data": "suite:compile (vista-human)"}})
-    print(f"{name}'s rule: {rule.describe()}")
-    program = Vista.from_program(name)
-    program.rule = rule
-    file = program.program_file(name)
-    path = compiled_dir() / f"{name}.json"
-    meta_path = path.with_name(f"{name}.meta.json")
-    meta = json.loads(meta_path.read_text())
-    meta["program_sha256"] = file.content_hash
-    meta["fitted_on"] = seen
-    settings = meta["settings"].setdefault("rule_compiled", {}) if name == "local" else meta["settings"]
-    settings.clear()
-    settings.update({
-        "program": name, "probe": str(recomputed.relative_to(PROBES.parent.parent)), "recipe": "turn-model",
-        "features": record.get("features"), "cascade": band.model_dump() if band else None,
-        "command": "python benchmarks/refit_compile_part.py --write",
-        "split": "fitted on every turn of the probe within the suite's compile part; two-fold numbers over the "
-                 "probe's halves printed beside it"})
-    meta["anchored_gate"] = None  # measured anew on the instrument (benchmarks/instrument_table.py --meta)
-    meta["note"] = (f"{'trial 21 of the study' if name == 'local' else 'the program'}'s design with its rule "
-                    "refitted on the compile part's dialogues only, cues read against each unit's own passages "
-                    "(issue 60)")
-    if write:
-        write_program(file, path)
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-        print(f"wrote {path}")
+    settings = json.loads((compiled_dir() / f"{name}.meta.json").read_text())["settings"]
+    _write(name, name, rule, write, lambda file: {
+        "fitted_on": seen,
+        "settings": {**settings, "rule_compiled": {
+            "program": name, "probe": str(RECOMPUTED.relative_to(PROBES.parent.parent)), "recipe": "turn-model",
+            "features": record.get("features"), "cascade": band.model_dump() if band else None,
+            "command": "python benchmarks/refit_compile_part.py --write",
+            "split": "fitted on every turn of the probe within the suite's compile part; two-fold numbers over the "
+                     "probe's halves printed beside it"}},
+        "anchored_gate": None,  # measured anew on the instrument (benchmarks/instrument_table.py --meta)
+        "note": "trial 21 of the study's design with its rule refitted on the compile part's dialogues only, cues "
+                "read against each unit's own passages (issue 60)"})
 
 
 def main() -> int:
@@ -195,8 +185,7 @@ def main() -> int:
     args = parser.parse_args()
     compile_dialogues = load_suite(suite_paths(data_dir(), ["vista-human"]), "compile")["vista-human"]
     refit_evidence(compile_dialogues, args.write)
-    for name in PROGRAMS:
-        refit_program(name, compile_dialogues, args.write)
+    refit_default(compile_dialogues, args.write)
     return 0
 
 
