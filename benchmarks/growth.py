@@ -227,7 +227,7 @@ def cold() -> None:
     one before it."""
     from vista_dspy import evidence, grounding
 
-    for cache in (grounding._sentences, evidence._paragraphs, evidence._passages, evidence._turn_evidence):
+    for cache in (grounding._sentences, evidence._paragraphs, evidence._turn_evidence):
         cache.cache_clear()
 
 
@@ -296,7 +296,7 @@ def _cache_sizes() -> dict[str, str]:
     growing once they are full)."""
     from vista_dspy import evidence, grounding
 
-    caches = {"sentences": grounding._sentences, "paragraphs": evidence._paragraphs, "passages": evidence._passages,
+    caches = {"sentences": grounding._sentences, "paragraphs": evidence._paragraphs,
               "turn_evidence": evidence._turn_evidence}
     return {name: f"{c.cache_info().currsize}/{c.cache_info().maxsize}" for name, c in caches.items()}
 

@@ -161,8 +161,9 @@ class TurnEvidence:
         paragraphs: list[int] = []
         for source, texts in zip(SOURCES, ([reference or ""], knowledge, history)):
             start = len(passages)
-            groups = ([tuple(p for text in texts for p in _passages(source, text))] if source == SOURCES[1]
-                      else [group for text in texts for group in _paragraphs(source, text)])
+            groups = [group for text in texts for group in _paragraphs(source, text)]
+            if source == SOURCES[1]:  # the whole store is one paragraph: a window may join the claims beside it
+                groups = [tuple(p for group in groups for p in group)]
             for group in groups:
                 paragraphs.extend([paragraphs[-1] + 1 if paragraphs else 0] * len(group))
                 passages.extend(group)
@@ -372,12 +373,6 @@ def remark_marks(claim: str) -> tuple[list[str], list[str], list[str]]:
     speakers = own_words(claim) or ([m.group() for m in _SPEAKER.finditer(lower)] if opinion else [])
     return (list(dict.fromkeys(speakers)), list(dict.fromkeys(evaluative_words(claim) + opinion)),
             list(dict.fromkeys(m.group() for m in _HEDGE.finditer(lower))))
-
-
-@functools.lru_cache(maxsize=8192)
-def _passages(source: str, text: str) -> tuple[Passage, ...]:
-    """The sentences of one source text as passages (a store claim is one passage): read once per text."""
-    return tuple(p for group in _paragraphs(source, text) for p in group)
 
 
 _ENDS_A_SENTENCE = tuple(".!?:;\"\u201d')]")
