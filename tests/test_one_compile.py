@@ -170,3 +170,39 @@ def test_vista_models_lists_the_users_and_the_shipped_programs_with_their_cards_
             for line in out.getvalue().splitlines() if line.count("│") > 3}
     assert rows["mine"] == [str(tmp_path / "mine"), "-", "test bal. acc. 0.750 vs seed 0.500; 1.5 s per judged turn"]
     assert rows["seed"][0] == "shipped" and rows["local"][0] == "shipped"
+
+
+
+def test_the_test_part_reads_the_seed_from_its_recorded_anchor_only_when_it_is_this_seed_s(tmp_path):
+    """The anchor's record says the seed got every test turn wrong, at 2 s each; judged live, the rule engine gets every
+    one right. Read from a record of this seed, the seed's side is the record's and only the chosen program is asked
+    (half the calls); a record of another program is not used."""
+    import dspy
+
+    from vista_dspy import Vista
+    from vista_dspy.data import load_dialogues
+    from vista_dspy.lm.models import ModelConfig
+    from vista_dspy.optimize.compile import Anchor, judge_test_part
+    from vista_dspy.optimize.metrics import SERVER_TIME
+    from vista_dspy.optimize.study import ObjectiveData
+
+    path = tmp_path / "test.json"
+    path.write_text(json.dumps([vista_conversation("cmu", 100 + i) for i in range(4)]))
+    data = ObjectiveData.of("test", {"vista-human": load_dialogues(path)})
+    seed = Vista.from_program(None)
+    wrong = {"hallucinated": "f", "faithful": "h"}
+    turns = {(did, index): (wrong[gold], 2.0) for _, did, index, gold in data.turns}
+    records, requests = [], []
+    for program_hash in (seed.content_hash(), "0" * 64):
+        with FakeOpenAIServer() as server:
+            config = ModelConfig(model="openai/fake", api_base=server.url, num_retries=0, cache=False)
+            with dspy.context(lm=config.build(), adapter=config.build_adapter()):
+                records.append(judge_test_part(seed, seed, data, SERVER_TIME,
+                                               anchor=Anchor("record X", program_hash, "time", turns)))
+            requests.append(server.requests)
+    anchored, foreign = (r["datasets"]["pooled"] for r in records)
+    assert anchored["compiled"]["balanced_accuracy"] == foreign["compiled"]["balanced_accuracy"] == 1.0
+    assert anchored["seed"]["balanced_accuracy"] == 0.0 and records[0]["cost"]["seed"] == 2.0
+    assert records[0]["seed_source"].startswith("the anchor's record (record X")
+    assert foreign["seed"]["balanced_accuracy"] == 1.0 and records[1]["seed_source"] == "judged by this compile"
+    assert requests[0] > 0 and requests[1] == 2 * requests[0]

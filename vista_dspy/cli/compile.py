@@ -137,7 +137,7 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     """The one compile (see ``compile_command``)."""
     from ..data import InputError
     from ..lm.models import program_name_for
-    from ..optimize.compile import estimate, judge_test_part
+    from ..optimize.compile import estimate, judge_test_part, recorded_anchor
     from ..optimize.metrics import price_for, price_named
     from ..optimize.study import candidate
     from ..optimize.study.result import SEED_MARK
@@ -158,17 +158,21 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     if shared:
         raise fail(f"the test part shares dialogues with what the compile chooses or fits on (e.g. {min(shared)})")
     name = name or program_name_for(model)
+    # The embedded model as shipped (no other weights, no other server): its seed is the recorded anchor.
+    anchor = recorded_anchor(program_name_for(model)) if gguf is None and api_base is None else None
+    anchored = anchor is not None and anchor.covers(test, Vista.from_program(None), chosen_price)
     if dry_run:  # no model is set up (no weights looked for, no server): the estimate asks nothing of it
         for line in estimate(Vista.from_program(None), data.dialogues, test.dialogues, trials=trials,
                              model=_model_string(model), price_name=chosen_price.name,
-                             model_name=program_name_for(model)).describe():
+                             model_name=program_name_for(model), anchored=anchored).describe():
             sys.stdout.write(line + "\n")
         return
     lm_setup = model_setup(err, model, api_base=api_base, gguf=gguf, port=port, cache=cache)
     endpoint = {"short_answer_tokens": lm_setup.short_answer_tokens,
                 "label_probabilities": lm_setup.label_probabilities}
     found = estimate(Vista.from_program(None, **endpoint), data.dialogues, test.dialogues, trials=trials,
-                     model=lm_setup.config.model, price_name=chosen_price.name, model_name=program_name_for(model))
+                     model=lm_setup.config.model, price_name=chosen_price.name, model_name=program_name_for(model),
+                     anchored=anchored)
     for line in found.describe():
         err.print(line, highlight=False)
     command = _command_line(context)
@@ -206,7 +210,7 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
             if passed:
                 program = candidate(study.bases, study.pool, picked.params, result.instructions or None)
                 test_record = judge_test_part(program, study.bases["seed"], test, chosen_price,
-                                              threads=threads or lm_setup.threads,
+                                              threads=threads or lm_setup.threads, anchor=anchor,
                                               log=lambda message: err.print(message, highlight=False))
     except KeyboardInterrupt:
         err.print("interrupted while judging the test part: the study is stored and the LM answers cached (unless --no-cache); rerun "

@@ -70,7 +70,9 @@ def card_sections(meta: dict[str, Any], result: Any | None = None) -> list[Secti
                          _number(row["compiled"]["turn_accuracy"])])
         sections.append(("The test part, read once", [f"{test['data'].get('name')}: {test['data']['dialogues']} "
                                                       "dialogues no choice and no fit saw, judged once by the seed "
-                                                      "and by this program."], rows))
+                                                      "and by this program.",
+                                                      f"The seed's side: {test.get('seed_source', 'judged by this compile')}."],
+                          rows))
     else:
         sections.append(("The test part, read once", ["Not judged: nothing passed the gate."], None))
     no_lm = [t for t in (result.completed() if result is not None else []) if t.params.get("cascade") == NO_LM_BAND]

@@ -111,11 +111,12 @@ class Estimate:
 
 
 def estimate(seed: Vista, compile_dialogues: Sequence[Dialogue], test_dialogues: Sequence[Dialogue], *,
-             trials: int, model: str, price_name: str, model_name: str, sample: int = ESTIMATE_SAMPLE) -> Estimate:
+             trials: int, model: str, price_name: str, model_name: str, sample: int = ESTIMATE_SAMPLE,
+             anchored: bool = False) -> Estimate:
     """The cost of a compile before any call to the model: the seed run on ``sample`` compile dialogues with a
     stand-in LM (the rule engine, in this process) counts the calls and tokens of a judged turn as the program
     formats them; a compile judges the compile dialogues once per trial and the test dialogues twice (the seed and
-    the chosen program). Dollars from litellm's price map (hosted), server seconds from the embedded model's
+    the chosen program; once when the seed's side is read from its recorded anchor: ``anchored``). Dollars from litellm's price map (hosted), server seconds from the embedded model's
     measured seed (local). An upper bound where trials are cheaper than the seed; the demo pool, if a trial reads
     it, adds its own calls (about two per human claim of the compile part)."""
     import dspy
@@ -128,7 +129,8 @@ def estimate(seed: Vista, compile_dialogues: Sequence[Dialogue], test_dialogues:
     result = evaluate(chosen, seed, Threads(rule_lm(), dspy.JSONAdapter(), 1))
     total = sum((v.usage.total for v in result.verdicts), UsageCounts())
     judged = sum(len(v.turns) for v in result.verdicts) or 1
-    turns = trials * sum(len(d.judged_turns) for d in compile_dialogues) + 2 * sum(
+    test_judges = 1 if anchored else 2
+    turns = trials * sum(len(d.judged_turns) for d in compile_dialogues) + test_judges * sum(
         len(d.judged_turns) for d in test_dialogues)
     per_turn = (total.calls / judged, total.prompt_tokens / judged, total.completion_tokens / judged)
     found = Estimate(turns=turns, calls=round(per_turn[0] * turns), prompt_tokens=round(per_turn[1] * turns),
@@ -136,8 +138,9 @@ def estimate(seed: Vista, compile_dialogues: Sequence[Dialogue], test_dialogues:
                      notes=[f"per judged turn {per_turn[0]:.1f} calls, {per_turn[1]:,.0f} prompt and "
                             f"{per_turn[2]:,.0f} written tokens: the seed's prompts on {len(chosen)} compile "
                             "dialogues, answered by a stand-in (no call to the model)",
-                            f"{trials} trials x the compile dialogues, then the test part twice (seed and chosen); "
-                            "a trial cheaper than the seed costs less"])
+                            f"{trials} trials x the compile dialogues, then the test part "
+                            + ("once (the chosen; the seed's side from its recorded anchor)" if anchored else
+                               "twice (seed and chosen)") + "; a trial cheaper than the seed costs less"])
     if price_name == "dollars":
         from ..lm.offline import offline_litellm
 
@@ -160,13 +163,50 @@ def estimate(seed: Vista, compile_dialogues: Sequence[Dialogue], test_dialogues:
     return found
 
 
+# ---- the anchor's record ---------------------------------------------------------------------------------------
+ANCHOR_FORMAT = "vista-anchor"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The seed's judgements of the suite on one model as the instrument recorded them (``compiled/anchors/MODEL.json``,
+    written by ``benchmarks/write_anchor.py``): the anchor is fixed, so a compile for that model reads it instead of
+    judging the seed again. ``turns``: (dialogue id, turn index) -> (label letter, the turn's raw cost in ``price``)."""
+
+    source: str
+    program_sha256: str
+    price: str
+    turns: Mapping[tuple[str, int], tuple[str, float]]
+
+    def covers(self, data, seed: Vista, price) -> bool:
+        """Whether it is the record of this seed, priced alike, with every labelled turn of ``data``."""
+        return (self.program_sha256 == seed.content_hash() and self.price == price.name
+                and all((did, index) in self.turns for _, did, index, _ in data.turns))
+
+
+def recorded_anchor(model_name: str, directory: Path | None = None) -> Anchor | None:
+    """The shipped anchor record of an embedded model (``program_name_for``), or None."""
+    from ..compiled.files import compiled_dir
+
+    path = (directory or compiled_dir() / "anchors") / f"{model_name}.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    if record.get("format") != ANCHOR_FORMAT:
+        return None
+    return Anchor(source=record["source"], program_sha256=record["program_sha256"], price=record["price"],
+                  turns={(did, index): (letter, cost) for _, did, index, letter, cost in record["turns"]})
+
+
 # ---- the test part, read once ----------------------------------------------------------------------------------
-def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 1,
-              log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 1, anchor: Anchor | None = None,
+                    log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """The chosen program and the seed judged once on the test part (``data``: ``study.ObjectiveData``) with the LM
     of the current dspy context (its cache off: each is priced by its own calls): per dataset and pooled, balanced
-    accuracy and turn accuracy of each, and the chosen program's cost. No choice reads it; the meta and the card
-    report it, and whether the endpoint's answers carried label probabilities (``label_probabilities``)."""
+    accuracy and turn accuracy of each, and the chosen program's cost. The seed's side is read from ``anchor`` when it
+    is the record of this seed with every turn (``Anchor.covers``), and the record says so (``seed_source``). No
+    choice reads it; the meta and the card report it, and whether the endpoint's answers carried label probabilities
+    (``label_probabilities``)."""
     import dspy
 
     from ..run.runner import Threads, evaluate
@@ -175,14 +215,25 @@ def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 
 
     lm = dspy.settings.lm
     fresh = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
-    letters, outcomes = {}, {}
+    letters: dict[str, str] = {}
+    cost: dict[str, float] = {}
+    seed_source = "judged by this compile"
+    if anchor is not None and anchor.covers(data, seed, price):
+        letters["seed"] = "".join(anchor.turns[(did, index)][0] for _, did, index, _ in data.turns)
+        ids = {d.id for d in data.dialogues}
+        spent = [c for (did, _), (_, c) in anchor.turns.items() if did in ids]
+        cost["seed"] = round(price.per_turn(sum(spent), len(spent)), 6)
+        seed_source = f"the anchor's record ({anchor.source}; same program hash), not judged again"
+        log(f"test part: the seed's judgements from {anchor.source}")
     for side, judge in (("seed", seed), ("compiled", program)):
+        if side in letters:
+            continue
         log(f"test part: judging {len(data.dialogues)} dialogues with the {side} program")
         result = evaluate(list(data.dialogues), judge, Threads(fresh, dspy.settings.adapter, threads))
         if result.interrupted:
             raise KeyboardInterrupt
-        outcomes[side] = measure(data, result.verdicts, price)
-        letters[side] = outcomes[side].labels
+        outcome = measure(data, result.verdicts, price)
+        letters[side], cost[side] = outcome.labels, outcome.cost
         asked = [c for v in result.verdicts for t in v.turns for c in t.claims
                  if c.category.value != "ERROR" and c.stage != "evidence"]
         probabilities = any(c.probabilities is not None and c.probabilities.verify for c in asked)
@@ -195,11 +246,11 @@ def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 
         rows[name] = {"turns": len(keep), **{
             side: {"balanced_accuracy": round(balanced_accuracy(g, [letters[side][i] for i in keep]), 6),
                    "turn_accuracy": round(sum(letters[side][i] == gold[i] for i in keep) / len(keep), 6)}
-            for side in letters}}
+            for side in ("seed", "compiled")}}
     return {"data": {k: v for k, v in data.describe().items() if k in ("name", "sha256")} | {
         "dialogues": len(data.dialogues), "turns": len(data.turns)},
-        "datasets": rows, "cost": {side: o.cost for side, o in outcomes.items()},
-        "cost_unit": price.unit, "label_probabilities": probabilities}
+        "datasets": rows, "cost": cost, "cost_unit": price.unit, "seed_source": seed_source,
+        "label_probabilities": probabilities}
 
 
 def save_compiled(result: CompileResult, name: str, directory: Path | None = None) -> Path:
