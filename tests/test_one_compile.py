@@ -82,6 +82,8 @@ def test_compile_writes_program_meta_and_card_to_the_users_folder_and_it_is_foun
     card = (tmp_path / "mine" / "openai_fake.card.md").read_text()
     assert "## The test part, read once" in card and "| pooled | 4 | 1.000 | 1.000 |" in card
     assert "vista compile --model openai/fake" in card and (tmp_path / "mine" / "openai_fake.card.html").is_file()
+    study = json.loads((tmp_path / "mine" / "openai_fake.study.json").read_text())  # the study's result beside them
+    assert len(study["trials"]) == 3 and meta["settings"]["trial"] in [t["number"] for t in study["trials"]]
     # Without log-probabilities the program compiles all the same, and its card says what it decides by.
     assert ("gives no label probabilities (token log-probabilities): this program decides by the judge's labels"
             in card) is not logprobs

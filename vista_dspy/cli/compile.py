@@ -135,6 +135,7 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
                       gguf: Path | None, port: int, threads: int | None, cache: bool, parse_retries: int,
                       stop_after: int, specs: tuple[str, str, str | None]) -> None:
     """The one compile (see ``compile_command``)."""
+    from ..compiled.files import programs_dir
     from ..data import InputError
     from ..lm.models import program_name_for
     from ..optimize.compile import estimate, judge_test_part, recorded_anchor
@@ -181,6 +182,8 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
                          price=chosen_price.name, designs=True, export=None, queue=None, from_result=None,
                          threads=threads, parse_retries=parse_retries, stop_after=stop_after, command=command)
     result = study.result
+    folder = out_dir or programs_dir()
+    err.print(f"study result: {result.save(folder / f'{name}.study.json')}", highlight=False)
     front = result.front()
     if not front:
         raise fail(f"study {result.study}: no trial completed")
@@ -222,7 +225,6 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
     came = test_record.pop("label_probabilities") if test_record else lm_setup.label_probabilities
     extra = {"test_part": test_record, "fitted_on": fitted, "label_probabilities": came,
              "estimate": found.as_dict()}
-    folder = out_dir
     if program is None:
         from ..experiments.program_card import write_card
 
