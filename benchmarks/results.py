@@ -30,7 +30,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-PROBES, FRONTS = HERE / "probes", HERE / "fronts"
+PROBES, FRONTS, COMPILES = HERE / "probes", HERE / "fronts", HERE / "compiles"
 COMPILED = REPO / "vista_dspy" / "compiled"
 DOCUMENTS = (HERE / "RESULTS.md", REPO / "README.md")
 
@@ -255,6 +255,39 @@ def shipped_table() -> Table:
     return Table("shipped", "the compiled programs", pd.DataFrame(rows))
 
 
+def compiles_table() -> Table:
+    """The one compile run for each embedded model (``compiles/NAME/``: the study's result, and the program's meta
+    when one passed): its pick within the command's budget, the gate against the seed on the compile sample, and the
+    test part read once."""
+    import shlex
+
+    from vista_dspy.optimize.study.result import StudyResult
+
+    rows = []
+    for folder in sorted(p for p in COMPILES.iterdir() if p.is_dir()):
+        study_file = next(folder.glob("*.study.json"))
+        result = StudyResult.load(study_file)
+        words = shlex.split(result.command or "")
+        budget = float(words[words.index("--budget") + 1]) if "--budget" in words else None
+        front = result.front()
+        picked = result.pick(budget) if budget is not None else max(front, key=lambda t: t.accuracy)
+        seed = result.marked("seed")
+        gate = result.gate(picked)
+        meta_file = study_file.with_name(study_file.name.replace(".study.json", ".meta.json"))
+        test = json.loads(meta_file.read_text()).get("test_part") if meta_file.is_file() else None
+        pooled = test["datasets"]["pooled"] if test else None
+        rows.append({"model": folder.name, "trials": len(result.completed()),
+                     "pick": f"trial {picked.number}: {_what(picked.model_dump(mode='json'))}"
+                             + (f" (budget {budget:g} s)" if budget is not None else ""),
+                     "compile sample, pick / seed": f"{picked.accuracy:.3f} / {seed.accuracy:.3f}",
+                     "gate (bound)": f"{'passed' if gate.passed else 'refused'} ({100 * gate.turns['low']:+.1f})",
+                     "test part, program / seed": (f"{pooled['compiled']['balanced_accuracy']:.3f} / "
+                                                   f"{pooled['seed']['balanced_accuracy']:.3f}") if pooled else
+                                                  "not judged (nothing passed)",
+                     "s / judged turn": f"{picked.cost:.2f}"})
+    return Table("compiles", "the one compile of each embedded model", pd.DataFrame(rows))
+
+
 def turn_cost_table() -> Table:
     record = json.loads(TURN_COST.read_text())
     rows = []
@@ -300,14 +333,14 @@ def all_tables() -> dict[str, Table]:
         tables += [*part_tables(turns, part), gate_table(turns, part)]
     shipped = shipped_settings()
     tables += [front_table(name, shipped) for name in STUDIES]
-    tables += [shipped_table(), turn_cost_table()]
+    tables += [shipped_table(), compiles_table(), turn_cost_table()]
     found = {t.name: t for t in tables}
     for kind, title in (("pooled", "both parts, pooled"), ("cost", "cost per judged turn on the instrument")):
         frame = pd.concat([found.pop(f"{part}-{kind}").frame.assign(part=part) for part in PARTS], ignore_index=True)
         found[kind] = Table(kind, title, frame[["part", *[c for c in frame.columns if c != "part"]]])
     found["headline"] = headline(found)
     order = ["headline", "shipped", "suite", "compile-datasets", "test-datasets", "pooled", "compile-gate", "test-gate",
-             *[f"front-{name}" for name in STUDIES], "cost", "turn-cost"]  # RESULTS.md's order, for the page
+             *[f"front-{name}" for name in STUDIES], "compiles", "cost", "turn-cost"]  # RESULTS.md's order, for the page
     return {**{name: found[name] for name in order}, **found}
 
 

@@ -221,8 +221,9 @@ def _compile_by_study(context, *, model: str | None, budget: float | None, trial
         raise typer.Exit(130) from None
     fitted = fitted_on_of(picked, study, pooled, data_dir)
     # Whether label probabilities came: asked of an endpoint that gives none, the answers carry none (the test part
-    # says); a program decides by the judge's labels and the evidence cues alone then.
-    came = test_record.pop("label_probabilities") if test_record else lm_setup.label_probabilities
+    # says, unless nothing there asked the LM); a program decides by the judge's labels and the evidence cues alone then.
+    came = test_record.pop("label_probabilities") if test_record else None
+    came = lm_setup.label_probabilities if came is None else came
     extra = {"test_part": test_record, "fitted_on": fitted, "label_probabilities": came,
              "estimate": found.as_dict()}
     if program is None:

@@ -206,7 +206,7 @@ def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 
     accuracy and turn accuracy of each, and the chosen program's cost. The seed's side is read from ``anchor`` when it
     is the record of this seed with every turn (``Anchor.covers``), and the record says so (``seed_source``). No
     choice reads it; the meta and the card report it, and whether the endpoint's answers carried label probabilities
-    (``label_probabilities``)."""
+    (``label_probabilities``; None when no judged side asked the LM about a claim: a program with no LM call)."""
     import dspy
 
     from ..run.runner import Threads, evaluate
@@ -218,6 +218,7 @@ def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 
     letters: dict[str, str] = {}
     cost: dict[str, float] = {}
     seed_source = "judged by this compile"
+    probabilities: bool | None = None
     if anchor is not None and anchor.covers(data, seed, price):
         letters["seed"] = "".join(anchor.turns[(did, index)][0] for _, did, index, _ in data.turns)
         ids = {d.id for d in data.dialogues}
@@ -236,7 +237,9 @@ def judge_test_part(program: Vista, seed: Vista, data, price, *, threads: int = 
         letters[side], cost[side] = outcome.labels, outcome.cost
         asked = [c for v in result.verdicts for t in v.turns for c in t.claims
                  if c.category.value != "ERROR" and c.stage != "evidence"]
-        probabilities = any(c.probabilities is not None and c.probabilities.verify for c in asked)
+        if asked:
+            probabilities = bool(probabilities) or any(c.probabilities is not None and c.probabilities.verify
+                                                       for c in asked)
     gold = [LABEL_LETTERS[g] for *_, g in data.turns]
     rows: dict[str, dict[str, Any]] = {}
     datasets = ["pooled", *dict.fromkeys(d for d, *_ in data.turns)]
