@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 from vista_dspy import Vista
@@ -27,18 +26,18 @@ from vista_dspy.optimize.gate import anchored_gate, gate_markdown
 from vista_dspy.optimize.metrics import match_claims
 
 
-def judged(program: str, units: str, suite: dict) -> tuple[list[dict], float, int]:
-    """(probe rows of every judged turn, wall seconds, units judged) of the no-LM tier with ``units``."""
+def judged(program: str, units: str, suite: dict) -> tuple[list[dict], int]:
+    """(probe rows of every judged turn, units judged) of the no-LM tier with ``units``."""
     judge = Vista.evidence_from_program(program, units=units)
     if judge.needs_lm:
         raise SystemExit(f"{program} with units={units} would ask an LM")
-    rows, count, start = [], 0, time.perf_counter()
+    rows, count = [], 0
     for dataset, dialogues in suite.items():
         for dialogue in dialogues:
             verdict = judge(dialogue)
             count += sum(len(t.claims) for t in verdict.turns if t.gold_label is not None)
             rows += [{"dataset": dataset, "system": units, **row} for row in probe_rows(verdict)]
-    return rows, time.perf_counter() - start, count
+    return rows, count
 
 
 def claim_set_f1(suite: dict, units: str) -> dict:
@@ -65,10 +64,9 @@ def main() -> int:
     names = list(TEXT_UNITS)
     rows, units = [], {}
     for name in names:
-        mine, wall, count = judged(args.program, name, suite)
+        mine, count = judged(args.program, name, suite)
         rows += mine
-        units[name] = {"units_per_turn": round(count / len(mine), 3), "wall_s_per_turn": round(wall / len(mine), 5),
-                       **claim_set_f1(suite, name)}
+        units[name] = {"units_per_turn": round(count / len(mine), 3), **claim_set_f1(suite, name)}
     turns = frame_of(rows)
     table = instrument_table(turns, names, reference=names[0])
     print(table_markdown(table, reference=names[0]))
