@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from vista_dspy.data.suite import load_suite
 from vista_dspy.decision import DecisionRule, decide, turn_flip, unsafe_by_its_figures
 from vista_dspy.evidence import SOURCES, Passage, TurnEvidence
 from vista_dspy.experiments.bench import suite_paths
-from vista_dspy.grounding import content_words, sentence_units
+from vista_dspy.grounding import clause_units, content_words, sentence_units
 from vista_dspy.optimize.metrics import balanced_accuracy, balanced_accuracy_interval, match_claims
 
 PLAIN = ("uncovered_reference", "uncovered_all", "speaker", "opinion", "speaker_opinion", "hedge", "length",
@@ -79,16 +78,6 @@ def factscore_labels(run: Path) -> dict[tuple[str, int], str]:
                 for turn in verdict["turns"]:
                     labels[(verdict["dialogue_id"], turn["turn_index"])] = turn["label"]
     return labels
-
-
-_CLAUSE_BREAK = re.compile(r"\s*(?:;|:|\s[-\u2013\u2014]\s|,\s*(?=(?:and|but|so|while|although|though|because|"
-                           r"which|who|where|whereas|since|as well as)\b))\s*", re.IGNORECASE)
-
-
-def clause_units(text: str) -> list[str]:
-    """The turn's statements cut at clause boundaries a comma and a conjunction or a semicolon mark (no LM, no
-    parser): a rough stand-in for a clause splitter, to see whether finer units move the plain head."""
-    return [c for s in sentence_units(text) for c in _CLAUSE_BREAK.split(s) if content_words(c)]
 
 
 class Turns:

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 ClaimCalls = Literal["per-claim", "batched", "joint"]
 CLAIM_CALLS: tuple[str, ...] = ("per-claim", "batched", "joint")
 DecomposeCalls = Literal["per-turn", "per-dialogue"]
-Units = Literal["claims", "sentences"]
-UNITS: tuple[str, ...] = ("claims", "sentences")
+Units = Literal["claims", "sentences", "clauses"]
+UNITS: tuple[str, ...] = ("claims", "sentences", "clauses")
 DECOMPOSE_CALLS: tuple[str, ...] = ("per-turn", "per-dialogue")
 # The paper's method. Batched judging costs about half the calls but, with the local model, found fewer
 # hallucinated turns end to end (F1 0.574 vs 0.727 on the dev file, 95 % CI of the drop 0.054-0.267;
@@ -64,9 +64,10 @@ class JudgeOptions(BaseModel):
     ``explain_unverified``: Categorize writes an explanation before its category (default True, the paper's method;
     False: its category alone, and the claim's explanation is a reading of its evidence cues -- where no one reads
     the explanation: a reward, a gate, a metric inside an optimizer, a compile probe). Per-claim judging only.
-    ``units``: what is judged -- "claims" (Decompose's atomic claims: VISTA's method) or "sentences" (each
+    ``units``: what is judged -- "claims" (Decompose's atomic claims: VISTA's method), "sentences" (each
     statement of the turn with a content word is a unit: no Decompose call; the store accumulates the accepted
-    sentences, background turns' sentences seed it).
+    sentences, background turns' sentences seed it) or "clauses" (the same, each statement cut at its clause
+    boundaries: ``grounding.clause_units``).
     ``check_grounding``: drop decomposed claims that the turn and what precedes it do not contain (listed as
     ``ungrounded``). ``coverage``: a sentence of the turn most of whose content words no claim carries is judged
     too, as a claim of its own marked ``added_by="coverage"`` (a turn with content then never ends with no claim;

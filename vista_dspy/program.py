@@ -30,7 +30,7 @@ from .compiled.saving import SavedProgram
 from .decision import DecisionRule, by_evidence
 from .evidence import evidence_of
 from .evidence.reading import SourceReader, SourcesRead, bounded_history
-from .grounding import content_words, says_something, sentence_units, split_grounded, uncovered_sentences
+from .grounding import TEXT_UNITS, content_words, says_something, split_grounded, uncovered_sentences
 from .options import JudgeOptions
 from .prompts import HISTORY_OMITTED, clean_claims
 from .schema import (
@@ -67,7 +67,7 @@ class ClaimsOfTurn(NamedTuple):
     """The claims of one assistant turn, and where they came from."""
 
     claims: list[str | GoldClaim]
-    source: str  # "decomposed" or "given"
+    source: str  # "decomposed", "given", or the text units' name ("sentences", "clauses")
     removed: int = 0  # repeated claims dropped from the decomposition
     error: str | None = None  # why there are none, when Decompose failed
     ungrounded: tuple[str, ...] = ()  # decomposed claims not found in the turn or what precedes it (dropped)
@@ -131,11 +131,11 @@ class Vista(StagedModule, SavedProgram):
 
     @property
     def needs_lm(self) -> bool:
-        """Whether judging calls an LM at all: not when the turn's sentences are the units and the evidence cues
-        decide every one of them (``rule.evidence_only``) -- the tier with no LM."""
+        """Whether judging calls an LM at all: not when the turn's sentences (or clauses) are the units and the
+        evidence cues decide every one of them (``rule.evidence_only``) -- the tier with no LM."""
         rule, options = self.rule, self.options
         evidence_decides_all = rule is not None and rule.cascade is not None and rule.cascade.low >= rule.cascade.high
-        return not (options.units == "sentences" and evidence_decides_all and not options.check_contradictions
+        return not (options.units in TEXT_UNITS and evidence_decides_all and not options.check_contradictions
                     and not options.given_claims)
 
     def with_options(self, **changes: Any) -> Vista:
@@ -216,9 +216,9 @@ class Vista(StagedModule, SavedProgram):
 
     def _claims_of_turns(self, dialogue: Dialogue, indices: list[int], usage: Usage) -> Steps:
         """{turn index: ClaimsOfTurn} for the assistant turns at ``indices``: decomposed and cleaned, or (``units``
-        "sentences") the turn's sentences, with no call."""
-        if self.options.units == "sentences":
-            return {i: ClaimsOfTurn(sentence_units(dialogue.turns[i].text), "sentences") for i in indices}
+        "sentences", "clauses") the turn's own text cut so, with no call."""
+        if (cut := TEXT_UNITS.get(self.options.units)) is not None:
+            return {i: ClaimsOfTurn(cut(dialogue.turns[i].text), self.options.units) for i in indices}
         signature = self._signature("decompose", self.decompose.signature, history=False)
         results = (yield from self._decompose(dialogue, indices, signature, usage)) if indices else {}
         return {i: self._decomposed_claims(results[i], dialogue, i) for i in indices}

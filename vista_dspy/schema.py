@@ -323,7 +323,7 @@ class TurnVerdict(_Record):
     text: str
     grounding: Literal["document", "knowledge_only"]
     claims: list[ClaimVerdict]
-    claims_source: Literal["decomposed", "given", "sentences"]
+    claims_source: Literal["decomposed", "given", "sentences", "clauses"]
     label: TurnLabel
     score: float | None
     # The numbered knowledge store exactly as the judge saw it for this turn.

@@ -110,11 +110,14 @@ ExplainUnverifiedOption = Annotated[Optional[bool], typer.Option(
 class Units(str, Enum):
     claims = "claims"
     sentences = "sentences"
+    clauses = "clauses"
 
 
 UnitsOption = Annotated[Optional[Units], typer.Option(
-    help="What is judged: claims (Decompose's atomic claims, VISTA's method) or sentences (each statement of the "
-         "turn with content is a unit: no Decompose call)." + SAVED.format("claims"), show_default=False)]
+    help="What is judged: claims (Decompose's atomic claims, VISTA's method), sentences (each statement of the "
+         "turn with content is a unit: no Decompose call) or clauses (each statement cut at its clause boundaries: "
+         "a semicolon, a colon, a spaced dash, a comma before and / but / which ...; no Decompose call)."
+         + SAVED.format("claims"), show_default=False)]
 CheckGroundingOption = Annotated[Optional[bool], typer.Option(
     help="Drop decomposed claims that the turn and the dialogue before it do not contain (a small model copies its "
          "demos' claims): they are neither judged nor stored, and are listed in the turn's verdict (ungrounded). "

@@ -92,7 +92,7 @@ def study(
 ) -> None:
     """A priced study of per-model prompt choices: each trial a candidate program judged on --dev, measured on two
     objectives, balanced turn accuracy and the cost of a judged turn, by optuna's multi-objective TPE. The choices:
-    per stage how many demos and whose, the units (claims or sentences), label-only answers, the judging mode, the
+    per stage how many demos and whose, the units (claims, sentences or clauses), label-only answers, the judging mode, the
     starting program (the seed or the model's shipped one) and its cascade band. Prints the Pareto front; --export
     writes the result that `vista compile --budget S --study RESULT` picks from and `vista study-page` draws;
     --from-result resumes a study from that result on a machine whose store lacks it."""

@@ -104,8 +104,8 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
         space.append(Choice("selection_seed", (0, SELECTION_SEEDS - 1), "which pool demos (a seeded draw, "
                                                                          "stratified by label)", integer=True))
     space += [
-        Choice("units", ("claims", "sentences"), "what is judged: Decompose's atomic claims (VISTA's method), or the "
-                                                 "turn's sentences (no Decompose call)"),
+        Choice("units", ("claims", "sentences", "clauses"), "what is judged: Decompose's atomic claims (VISTA's "
+                                                            "method), or the turn's sentences or clauses (no call)"),
         Choice("explain_unverified", (True, False), "Categorize writes an explanation before its category (True, "
                                                     "the paper's) or answers with its category alone"),
         Choice("claim_calls", ("per-claim", "batched"), "one Verify / Categorize call per claim, or a turn's claims "
