@@ -19,7 +19,7 @@ from vista_dspy.lm.fake import RuleEngine, rule_lm
 from vista_dspy.optimize import study as studies
 from vista_dspy.optimize.demos import LazyPool, labeled_pool
 from vista_dspy.optimize.metrics import SERVER_TIME
-from vista_dspy.optimize.study.result import StudyStore, export
+from vista_dspy.optimize.study.result import StudyStore, export, widen_space
 from vista_dspy.program import Vista
 
 # The rule engine verifies a sentence its reference holds, which the annotators call lacking evidence here ...
@@ -140,6 +140,11 @@ def test_a_study_measures_bootstrapped_demos_and_a_resumed_study_does_not_build_
                        ({**bootstrapped, "explain_unverified": False}, "... and label-only Categorize answers")])
     assert more.trials[2].state == optuna.trial.TrialState.COMPLETE
     assert builds == [True] and len(compiles) == 1  # resumed: the stored demos, no pool, no teleprompter
+    stored = more.user_attrs["bootstrap:verify/2/0"]
+    wider = [{**c, "values": [*c["values"], "plain"]} if c["name"] == "instructions" else c
+             for c in more.user_attrs["space"]]
+    assert widen_space(storage, "s", wider)  # a study rebuilt under new choice values keeps its stored demos
+    assert optuna.load_study(study_name="s", storage=storage).user_attrs["bootstrap:verify/2/0"] == stored
 
 
 def test_the_study_plan_measures_bootstrapped_verify_and_categorize_demos():
