@@ -156,8 +156,8 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
         run_study,
         search_space,
     )
+    from ..optimize.study.result import StudyStore, starting_programs, widen_space
     from ..optimize.study.result import export as export_result
-    from ..optimize.study.result import starting_programs, widen_space
     from ..program import Vista
 
     try:
@@ -206,7 +206,7 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
 
     err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
               f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
-    pool = LazyPool(build_pool) if pooled is not None else None
+    pool = LazyPool(build_pool, StudyStore(storage, study_name)) if pooled is not None else None
     with _interrupt_resumes(storage, study_name, export, command), run_errors(ValueError), lm_setup.server, \
             dspy_context(config), CallFailures(parse_retries, stop_after).active():
         space = search_space(bases, pool)

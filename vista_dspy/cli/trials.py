@@ -14,7 +14,7 @@ def program_of_trial(result, trial, *, model: str | None, api_base: str | None, 
                       data_dir: Path | None, cache: bool, threads: int | None):
     """The program a study trial describes, from the starting programs the study kept (checked by content hash)
     and, for a trial reading pool demos, the pool rebuilt with the LM (checked likewise)."""
-    from ..optimize.study import candidate
+    from ..optimize.study import candidate, reads_pool
     from ..program import Vista
 
     try:
@@ -22,7 +22,7 @@ def program_of_trial(result, trial, *, model: str | None, api_base: str | None, 
     except ValueError as exc:
         raise fail(str(exc)) from None
     pool = None
-    if any(trial.params.get(f"source_{stage}") == "pool" for stage in ("decompose", "verify", "categorize")):
+    if reads_pool(trial.params):  # drawn from the pool, or bootstrapped from its labelled claims
         from ..lm.clients.cache import use_cache_for
         from .train_dev import pool_dialogues, pool_spec
 
@@ -115,11 +115,11 @@ def fitted_on_of(trial, study, pooled, data_dir: Path | None) -> dict[str, list[
     lies in the suite's test part."""
     from ..compiled.files import program_folders
     from ..optimize.compile import FittedOnTestPart, check_fitted_on, fitted_on
+    from ..optimize.study import reads_pool
 
     found: dict[str, set[str]] = {}
     sources: dict[str, dict] = {}
-    if pooled is not None and any(trial.params.get(f"source_{s}") == "pool"
-                                  for s in ("decompose", "verify", "categorize")):
+    if pooled is not None and reads_pool(trial.params):
         dialogues, info = pooled
         datasets = _datasets_of(info, data_dir)
         for dialogue in dialogues:

@@ -1,9 +1,9 @@
-"""Demos and the human-labelled claims they come from: each claim asked of Verify and of Categorize with label
-probabilities (``ClaimProbe`` records; ``probe``), the claim-level scores every choice is made with (pooled over
-claims, not averaged per dialogue), a predictor's demo budget, pools of candidate demos (from human claims judged by
-the base program, or from traces; ``LazyPool`` builds one when a trial first reads it), picking and installing them
-per predictor, and ``agreement``, the metric DSPy's teleprompters maximize. Folds by dialogue are
-``rules.cross_fitting``'s.
+"""Demos and the human-labelled claims they come from: each claim asked of Verify and of Categorize (``probe``), the
+claim-level scores every choice is made with (pooled over claims, not averaged per dialogue), a predictor's demo
+budget, pools of candidate demos (from human claims judged by the base program, or from traces; ``LazyPool`` builds
+one when a trial first reads it), demos chosen from a pool's labelled claims by ``dspy.BootstrapFewShot``
+(``bootstrap_demos``), picking and installing them per predictor, and ``agreement``, a whole-dialogue metric for DSPy's
+teleprompters. Folds by dialogue are ``rules.cross_fitting``'s.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
-from pydantic import BaseModel, ConfigDict
 
 from ..program import Vista
-from ..schema import Category, Dialogue, DialogueVerdict, GoldClaim, Usage
+from ..schema import Category, Dialogue, DialogueVerdict, GoldClaim
+from ..stages import StagedModule
 
 # ---- human-labelled claims as a model judged them -----------------------------------------------------------
 CATEGORIES: tuple[str, ...] = ("LACKING EVIDENCE", "OUT-OF-SCOPE", "ABSTENTION", "CONTRADICTED")
@@ -28,42 +28,9 @@ LABELS: tuple[str, ...] = ("VERIFIED", *CATEGORIES)
 UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
 
 
-class ClaimProbe(BaseModel):
-    """One human-labelled claim as a model judged it with both stages (``JudgeOptions.categorize_all``): what claim
-    decisions are scored with (``probing.claim_scores``, ``probing.turn_accuracy``) and calibration is fitted on."""
-
-    model_config = ConfigDict(frozen=True)
-
-    dialogue_id: str
-    turn_index: int
-    position: int = 0  # the claim's place in its turn
-    claim: str
-    gold: str  # one of LABELS
-    raw: str  # the model's own decision: one of LABELS, or ERROR
-    verify: dict[str, float] | None = None
-    categorize: dict[str, float] | None = None
-
-    @property
-    def calibratable(self) -> bool:
-        """Both distributions were read and the model answered (a calibration can decide it)."""
-        return self.verify is not None and self.categorize is not None and self.raw != "ERROR"
-
-
 # ---- judging them, and the claim-level scores ------------------------------------------------------------------
 # (predictor name, inputs, outputs) of every predictor call, in order.
 Trace = list[tuple[str, dict[str, Any], Any]]
-
-
-def probes_of(verdict: DialogueVerdict) -> list[ClaimProbe]:
-    """The human-labelled claims of a verdict judged with ``given_claims`` (and ``categorize_all``, for both
-    distributions) as probe records; ``raw`` is the verdict's own category (the program's decision rule, if any,
-    applied)."""
-    return [ClaimProbe(dialogue_id=verdict.dialogue_id, turn_index=turn.turn_index, position=position,
-                       claim=claim.claim, gold=claim.gold_category.value, raw=claim.category.value,
-                       verify=claim.probabilities.verify if claim.probabilities else None,
-                       categorize=claim.probabilities.categorize if claim.probabilities else None)
-            for turn in verdict.turns for position, claim in enumerate(turn.claims)
-            if claim.gold_category is not None]
 
 
 def probe(program, dialogues: Sequence[Dialogue], *, threads: int = 1,
@@ -131,23 +98,6 @@ def claim_scores(decided: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def turn_accuracy(probes: Sequence[ClaimProbe], decided: Sequence[str]) -> float | None:
-    """The share of turns whose label from these claim decisions (hallucinated iff one is unsafe; unknown, and so
-    wrong, when none is and one is an ERROR) agrees with the label the annotators' claims give: what the gate's
-    turn test asks, on human claims instead of decomposed ones."""
-    turns: dict[tuple[str, int], list[tuple[bool | None, bool | None]]] = {}
-    for p, d in zip(probes, decided):
-        turns.setdefault((p.dialogue_id, p.turn_index), []).append((safe(d), safe(p.gold)))
-    right = 0
-    for pairs in turns.values():
-        gold_unsafe = any(g is False for _, g in pairs)
-        if any(d is False for d, _ in pairs):
-            right += gold_unsafe
-        elif all(d is not None for d, _ in pairs):
-            right += not gold_unsafe
-    return right / len(turns) if turns else None
-
-
 def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
     return [safe(d) == safe(g) for d, g in zip(decided, gold)]
 
@@ -185,25 +135,6 @@ def agreement(example: dspy.Example, prediction: DialogueVerdict, trace: Any = N
     return score == 1.0 if trace is not None else score
 
 
-@dataclass
-class Meter:
-    """Wraps a metric to add up the LM usage of every prediction it scores (cache hits are not calls)."""
-
-    usage: Usage = field(default_factory=Usage)
-
-    def wrap(self, metric: Callable[..., Any]) -> Callable[..., Any]:
-        def measured(example, prediction, trace=None):
-            if isinstance(prediction, DialogueVerdict):
-                self.usage.merge(prediction.usage)
-            return metric(example, prediction, trace)
-
-        return measured
-
-
-def examples(dialogues: Sequence[Dialogue]) -> list[dspy.Example]:
-    return [dspy.Example(dialogue=d).with_inputs("dialogue") for d in dialogues]
-
-
 # ---- demo pools and selection ------------------------------------------------------------------------------------
 
 
@@ -225,10 +156,24 @@ class Pool:
 
     demos: dict[str, list[tuple[str, dspy.Example]]] = field(default_factory=lambda: defaultdict(list))
     sources: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # The human-labelled claims the Verify / Categorize demos were judged on, as examples of each stage with the
+    # annotators' answer (stratum: that answer): what ``bootstrap`` chooses from, with the program whose answers the
+    # demos are (its teacher). None: none kept.
+    labelled: Pool | None = None
+    program: Vista | None = None
 
     def add(self, predictor: str, stratum: str, demo: dspy.Example, dialogue: str = "") -> None:
         self.demos[predictor].append((stratum, demo))
         self.sources[predictor].append(dialogue)
+
+    def extend(self, other: Pool, names: Sequence[str]) -> None:
+        """Add ``other``'s demos of these predictors, and its labelled examples."""
+        for name in names:
+            for (stratum, demo), source in zip(other.demos[name], other.sources[name]):
+                self.add(name, stratum, demo, source)
+        if other.labelled is not None:
+            self.labelled = self.labelled or Pool()
+            self.labelled.extend(other.labelled, list(other.labelled.demos))
 
     def sizes(self) -> dict[str, int]:
         return {name: len(items) for name, items in self.demos.items()}
@@ -239,11 +184,12 @@ class Pool:
 
     def without(self, dialogues: set[str]) -> Pool:
         """The pool without the demos of these dialogues."""
-        kept = Pool()
+        kept = Pool(program=self.program)
         for name, items in self.demos.items():
             for (stratum, demo), source in zip(items, self.sources[name]):
                 if source not in dialogues:
                     kept.add(name, stratum, demo, source)
+        kept.labelled = self.labelled.without(dialogues) if self.labelled is not None else None
         return kept
 
     def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
@@ -264,6 +210,16 @@ class Pool:
             chosen[name] = picked
         return chosen
 
+    def bootstrap(self, stage: str, k: int, seed: int) -> list[dspy.Example]:
+        """``k`` demos for ``stage`` (one of ``BOOTSTRAPPED``) chosen by ``dspy.BootstrapFewShot`` from the labelled
+        examples, taken in a seeded order that alternates the annotators' answers (``pick``'s), with the pool's
+        program as teacher (its calls are the probe's own: the LM cache, when on, answers them)."""
+        labelled = self.labelled or Pool()
+        order = labelled.pick({stage: len(labelled.demos[stage])}, seed)[stage]
+        if order and self.program is None:
+            raise ValueError("a demo pool with labelled claims but no program cannot bootstrap demos")
+        return bootstrap_demos(self.program, stage, order, k) if order else []
+
 
 def one_item_per_call(program: Vista) -> Vista:
     """A copy judging one claim per call, decomposing one turn per call and explaining every label: demos are traced
@@ -274,8 +230,11 @@ def one_item_per_call(program: Vista) -> Vista:
 def pool_from_traces(program: Vista, dialogues: Sequence[Dialogue], traces: dict[str, list]) -> Pool:
     """Complete demos from human annotations (see the module docstring): each annotated turn's human claim list
     for Decompose; for Verify and Categorize, the program's own answers (from ``traces``, as ``probing.probe``
-    returns them) on the human claims where they agree with the annotators."""
-    pool = Pool()
+    returns them) on the human claims where they agree with the annotators; and every traced Verify / Categorize
+    question about a human claim as a labelled example (``Pool.labelled``): its inputs and the annotators' answer
+    (Categorize: of the claims they did not call VERIFIED), with an empty explanation (they wrote none)."""
+    labelled = Pool()
+    pool = Pool(labelled=labelled, program=program)
     for dialogue in annotated(dialogues):
         for index in dialogue.judged_turns:
             claims = [c.text for c in dialogue.turns[index].gold.claims]
@@ -287,6 +246,12 @@ def pool_from_traces(program: Vista, dialogues: Sequence[Dialogue], traces: dict
             if claim is None:
                 continue
             demo = dspy.Example(augmented=True, **inputs, **outputs)
+            answer = {"verify": "VERIFIED" if claim.category == Category.VERIFIED else "UNVERIFIABLE",
+                      "categorize": claim.category.value}.get(predictor)
+            if answer is not None and (predictor == "verify" or claim.category != Category.VERIFIED):
+                field_name = BOOTSTRAPPED[predictor]
+                labelled.add(predictor, answer, dspy.Example(**inputs, **{field_name: answer}, explanation="")
+                                  .with_inputs(*inputs), dialogue.id)
             if predictor == "verify":
                 verified = outputs.label == "VERIFIED"
                 if verified == (claim.category == Category.VERIFIED):
@@ -298,8 +263,7 @@ def pool_from_traces(program: Vista, dialogues: Sequence[Dialogue], traces: dict
     return pool
 
 
-def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | None = None,
-                 want: dict[str, int] | None = None, threads: int = 1,
+def labeled_pool(program: Vista, train: Sequence[Dialogue], *, want: dict[str, int] | None = None, threads: int = 1,
                  on_dialogue: Callable[[DialogueVerdict], None] | None = None) -> Pool:
     """``pool_from_traces`` over the annotated training dialogues, judged one claim per call. Judging stops once
     every predictor has ``want[p]`` candidates (default: three times its default budget); human claim lists for
@@ -307,18 +271,12 @@ def labeled_pool(program: Vista, train: Sequence[Dialogue], *, meter: Meter | No
     want = want or {name: 3 * k for name, k in DEFAULT_DEMOS.items()}
     program = one_item_per_call(program)
     dialogues = annotated(train)
-    pool, judged = Pool(), 0
+    pool, judged = Pool(program=program), 0
     while judged < len(dialogues) and not (len(pool.demos["verify"]) >= want["verify"]
                                            and len(pool.demos["categorize"]) >= want["categorize"]):
         batch = dialogues[judged:judged + max(1, threads)]
-        verdicts, traces = probe(program, batch, threads=threads, on_dialogue=on_dialogue)
-        if meter is not None:
-            for verdict in verdicts:
-                meter.usage.merge(verdict.usage)
-        found = pool_from_traces(program, batch, traces)
-        for name in ("verify", "categorize"):
-            for (stratum, demo), source in zip(found.demos[name], found.sources[name]):
-                pool.add(name, stratum, demo, source)
+        _, traces = probe(program, batch, threads=threads, on_dialogue=on_dialogue)
+        pool.extend(pool_from_traces(program, batch, traces), ("verify", "categorize"))
         judged += len(batch)
     for dialogue in dialogues:  # every human claim list, judged or not
         for index in dialogue.judged_turns:
@@ -355,6 +313,52 @@ def incomplete_demos(program: Vista) -> list[str]:
     return problems
 
 
+# ---- demos chosen by dspy.BootstrapFewShot -------------------------------------------------------------------------
+# The stages whose demos BootstrapFewShot may choose, and the answer its metric compares with the annotators'.
+BOOTSTRAPPED: dict[str, str] = {"verify": "label", "categorize": "category"}
+
+
+class StageStudent(StagedModule):
+    """One stage of a program as the student a DSPy teleprompter compiles: called with a claim's inputs, it asks the
+    stage's predictor (an attribute named for the stage) as the program asks it one claim per call -- its answer
+    cap, label probabilities and retries (``stages``) -- so that its calls are the demo pool's probe's own."""
+
+    def __init__(self, program: Vista, stage: str) -> None:
+        super().__init__()
+        judge = one_item_per_call(program)
+        self.stage, self._question = stage, judge._questions()[stage]
+        self.short_answer_tokens, self.label_probabilities = judge.short_answer_tokens, judge.label_probabilities
+        setattr(self, stage, self._question.predictor)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:  # type: ignore[override]
+        from dataclasses import replace
+
+        claim = inputs.pop("claim")
+        result = self._call(replace(self._question, predictor=getattr(self, self.stage)).single(claim, inputs))
+        return result.prediction or dspy.Prediction()  # a failed call: no answer, which the metric refuses
+
+
+def bootstrap_demos(teacher: Vista, stage: str, trainset: Sequence[dspy.Example], k: int) -> list[dspy.Example]:
+    """Up to ``k`` demos for ``stage`` chosen by ``dspy.BootstrapFewShot`` with the LM of the current dspy context:
+    ``teacher``'s stage (its own demos) answers the labelled examples in order until ``k`` answers agree with the
+    annotators (``max_bootstrapped_demos``); those answers are the demos, topped up to ``k`` with labelled examples
+    the teacher got wrong or was not asked (``max_labeled_demos``: the annotators' answer, no explanation)."""
+    import contextlib
+    import sys
+
+    if k <= 0 or not trainset:
+        return []
+    field_name = BOOTSTRAPPED[stage]
+    asking = StageStudent(teacher, stage)
+    asking._compiled = True  # answers with its own demos (DSPy re-labels an uncompiled teacher's)
+    optimizer = dspy.BootstrapFewShot(
+        metric=lambda example, prediction, trace=None: prediction.get(field_name) == example[field_name],
+        max_bootstrapped_demos=k, max_labeled_demos=k, max_rounds=1)
+    with contextlib.redirect_stdout(sys.stderr):  # its count of traces is printed, not logged
+        compiled = optimizer.compile(StageStudent(teacher, stage), teacher=asking, trainset=list(trainset))
+    return list(getattr(compiled, stage).demos)
+
+
 def pool_hash(pool: Pool) -> str:
     """What identifies a demo pool's content (a study records it; a program rebuilt from a trial checks it)."""
     import hashlib
@@ -367,14 +371,17 @@ def pool_hash(pool: Pool) -> str:
 class LazyPool:
     """A demo pool built the first time a trial draws on it (``build``: the LM calls that judge the pool's human
     claims), never before: a study none of whose trials reads pool demos pays nothing for it. Until built it offers
-    every predictor; ``pick`` builds it, once."""
+    every predictor; ``pick`` builds it, once. Demos chosen by BootstrapFewShot (``bootstrap``) are built once per
+    (stage, count, seed) and kept, in memory and in ``store`` (anything with ``get`` and item assignment, e.g. the
+    study's storage: ``study.result.StudyStore``), from which a resumed study reads them with no pool and no LM call."""
 
-    def __init__(self, build: Callable[[], Pool]) -> None:
+    def __init__(self, build: Callable[[], Pool], store: Any = None) -> None:
         import threading
 
-        self._build = build
+        self._build, self._store = build, store
         self._pool: Pool | None = None
-        self._lock = threading.Lock()
+        self._lock, self._bootstrap_lock = threading.Lock(), threading.Lock()
+        self._bootstrapped: dict[str, list[dspy.Example]] = {}
 
     @property
     def built(self) -> bool:
@@ -394,3 +401,17 @@ class LazyPool:
 
     def pick(self, budgets: dict[str, int], seed: int) -> dict[str, list[dspy.Example]]:
         return self.pool().pick(budgets, seed)
+
+    def bootstrap(self, stage: str, k: int, seed: int) -> list[dspy.Example]:
+        key = f"{stage}/{k}/{seed}"
+        with self._bootstrap_lock:
+            if key not in self._bootstrapped:
+                kept = self._store.get(key) if self._store is not None else None
+                if kept is None:
+                    demos = self.pool().bootstrap(stage, k, seed)
+                    if self._store is not None:
+                        self._store[key] = [demo.toDict() for demo in demos]
+                else:
+                    demos = [dspy.Example(**demo) for demo in kept]
+                self._bootstrapped[key] = demos
+            return list(self._bootstrapped[key])

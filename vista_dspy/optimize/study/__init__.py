@@ -7,7 +7,7 @@ from ...lazy import exports
 __getattr__, __dir__, __all__ = exports(__name__, {
     "run": ("INSTRUCTIONS", "LABEL_LETTERS", "NO_CASCADE", "OBJECTIVES", "SELECTION_SEEDS", "STAGES", "UNSAFE",
             "Choice", "Judge", "ObjectiveData", "Outcome", "band_label", "band_named", "base_params", "candidate",
-            "claim_key", "measure", "program_judge", "run_study", "search_space", "suggest"),
+            "claim_key", "measure", "program_judge", "reads_pool", "run_study", "search_space", "suggest"),
     "plan": ("DESIGNS", "LATER_CHOICES", "NARROW_BANDS", "NO_LM_BAND", "START_DESIGNS"),
-    "result": ("SEED_MARK", "SHIPPED_MARK", "StudyResult"),
+    "result": ("SEED_MARK", "SHIPPED_MARK", "StudyResult", "StudyStore"),
 })

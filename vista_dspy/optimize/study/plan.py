@@ -22,6 +22,7 @@ DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
     ({"demos_decompose": 0, "demos_verify": 0, "demos_categorize": 0}, "no demos"),
     ({"instructions": "terse"}, "terse Verify and Categorize instructions"),
     ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos from the pool"),
+    ({"source_verify": "bootstrap", "source_categorize": "bootstrap"}, "Verify / Categorize demos by BootstrapFewShot"),
     ({"source_decompose": "pool"}, "Decompose demos from human claim lists"),
 )
 

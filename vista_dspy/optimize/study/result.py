@@ -2,7 +2,8 @@
 and their intervals, and the item-wise record that lets any two trials be paired again (turn letters, hashed claim
 keys, costs per dialogue; no dataset text). From it alone, with no LM and no optuna storage: the Pareto front
 (optuna's own, ``front``), the most accurate front trial within a budget (``pick``), and its gate against the seed
-trial (``gate``, ``gate.seed_gate``) -- what ``vista compile --budget`` and the study page read.
+trial (``gate``, ``gate.seed_gate``) -- what ``vista compile --budget`` and the study page read. What a study keeps
+in its storage only, never in its result (demos hold dataset text): ``StudyStore``.
 """
 
 from __future__ import annotations
@@ -233,6 +234,29 @@ def export(study, *, command: str | None = None) -> StudyResult:
                        pool=attrs.get("pool"), trials=trials, command=command, vista_dspy=__version__)
 
 
+class StudyStore:
+    """Demos a study paid LM calls for (BootstrapFewShot's, per ``LazyPool.bootstrap`` key), kept in its optuna storage
+    as user attributes named ``STORED`` + key: a resumed study reads them back instead of asking the model again. They
+    hold dataset text, so a study result never exports them (``result.export``); a study rebuilt from its result
+    bootstraps again (from the LM cache, when it is on)."""
+
+    STORED = "bootstrap:"
+
+    def __init__(self, storage: str, study_name: str) -> None:
+        self.storage, self.study_name = storage, study_name
+
+    def _study(self):
+        import optuna
+
+        return optuna.load_study(study_name=self.study_name, storage=self.storage)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._study().user_attrs.get(self.STORED + key, default)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._study().set_user_attr(self.STORED + key, value)
+
+
 def space_distributions(space: list[dict[str, Any]]) -> dict[str, Any]:
     """Optuna's distribution of each choice of a recorded space (``Choice.as_dict``)."""
     import optuna
@@ -297,8 +321,12 @@ def widen_space(storage: str, study_name: str, space: list[dict[str, Any]]) -> b
                                  "study's choices no longer offer; start a new study (--study-name)")
     widened = result.model_copy(update={"space": space})
     restore(widened, optuna.storages.InMemoryStorage())  # a rehearsal: nothing is deleted unless it rebuilds
+    stored = {k: v for k, v in study.user_attrs.items() if k.startswith(StudyStore.STORED)}  # not in a result
     optuna.delete_study(study_name=study_name, storage=storage)
     restore(widened, storage)
+    rebuilt = optuna.load_study(study_name=study_name, storage=storage)
+    for key, value in stored.items():
+        rebuilt.set_user_attr(key, value)
     return True
 
 

@@ -4,7 +4,8 @@ server's own time for a local model, litellm's prices for a hosted one, ``metric
 a Pareto front, not one winner (``result``: the front, a pick within a budget, the seed-anchored gate).
 
 - **The choices** a trial makes (``search_space``): per stage, how many demos and (with a demo pool built from human
-  annotations) whose demos and which; the units judged (Decompose's claims or the turn's sentences); label-only
+  annotations) whose demos and which -- the starting program's, the pool's, or (Verify, Categorize) those
+  ``dspy.BootstrapFewShot`` chooses from the pool's labelled claims; the units judged (Decompose's claims or the turn's sentences); label-only
   answers (Categorize's category without its explanation); the judging mode; Verify's and Categorize's
   instructions (their own, or the same rules in fewer words); which program it starts from (the seed,
   or the model's compiled program) and, for a program with a decision rule, the cascade's band. Each ``Choice`` says
@@ -34,7 +35,7 @@ from ...compiled.files import SEED_PROGRAM
 from ...program import Vista
 from ...schema import Category, Dialogue, DialogueVerdict, UsageCounts
 from ...signatures import TERSE_INSTRUCTIONS
-from ..demos import DEFAULT_DEMOS, Pool, install
+from ..demos import BOOTSTRAPPED, DEFAULT_DEMOS, Pool, install
 from ..metrics import Price
 from .plan import DESIGNS, NARROW_BANDS, NO_LM_BAND, START_DESIGNS, plan, requeue_unfinished
 
@@ -98,11 +99,16 @@ def search_space(bases: Mapping[str, Vista], pool: Pool | None = None) -> tuple[
         space.append(Choice(f"demos_{stage}", (0, DEFAULT_DEMOS[stage]), f"how many demos {stage.capitalize()} "
                             "reads (each is prompt the model reads on every call)", integer=True))
         if stage in pooled:
-            space.append(Choice(f"source_{stage}", ("base", "pool"), f"whose demos {stage.capitalize()} reads: the "
-                                "starting program's own, or ones built from human annotations"))
+            boot = stage in BOOTSTRAPPED
+            space.append(Choice(f"source_{stage}", ("base", "pool", "bootstrap")[:3 if boot else 2], f"whose demos "
+                                f"{stage.capitalize()} reads: the starting program's own, "
+                                + ("ones built from human annotations, or the model's answers to the pool's labelled "
+                                   "claims that dspy.BootstrapFewShot keeps (those agreeing with the annotators)"
+                                   if boot else "or ones built from human annotations")))
     if pooled:
         space.append(Choice("selection_seed", (0, SELECTION_SEEDS - 1), "which pool demos (a seeded draw, "
-                                                                         "stratified by label)", integer=True))
+                                                                         "stratified by label; for BootstrapFewShot, "
+                                                                         "the order it asks in)", integer=True))
     space += [
         Choice("units", ("claims", "sentences", "clauses"), "what is judged: Decompose's atomic claims (VISTA's "
                                                             "method), or the turn's sentences or clauses (no call)"),
@@ -156,20 +162,31 @@ def base_params(name: str, base: Vista, space: Sequence[Choice]) -> dict[str, An
     return kept
 
 
+def reads_pool(params: Mapping[str, Any]) -> bool:
+    """Whether a trial's demos come from the demo pool (drawn from it, or bootstrapped from its labelled claims)."""
+    return any(params.get(f"source_{stage}", "base") != "base" for stage in STAGES)
+
+
 def candidate(bases: Mapping[str, Vista], pool: Pool | None, params: Mapping[str, Any],
               instructions: Mapping[str, Mapping[str, str]] | None = None) -> Vista:
     """The program a trial's choices describe. A stage whose demos come from its base keeps the first k of the
-    base's; one whose demos come from the pool gets k pool demos (a thin pool topped up with the base's). An
-    instructions variant's texts come from ``instructions`` (what a study measured), else from ``INSTRUCTIONS``."""
+    base's; one whose demos come from the pool gets k pool demos, and one bootstrapped gets the k that
+    ``dspy.BootstrapFewShot`` chooses with the pool's program as teacher (``Pool.bootstrap``; a thin pool or bootstrap
+    topped up with the base's). An instructions variant's texts come from ``instructions`` (what a study measured), else from
+    ``INSTRUCTIONS``."""
     from ..rules.rule_fitting import with_cascade
 
     base = bases[params.get("program", SEED_PROGRAM)]
     budgets = {stage: int(params.get(f"demos_{stage}", len(getattr(base, stage).demos))) for stage in STAGES}
-    from_pool = {stage: k for stage, k in budgets.items() if params.get(f"source_{stage}", "base") == "pool"}
-    if from_pool and pool is None:
+    sources = {stage: params.get(f"source_{stage}", "base") for stage in STAGES}
+    from_pool = {stage: k for stage, k in budgets.items() if sources[stage] == "pool"}
+    if reads_pool(params) and pool is None:
         raise ValueError("the trial reads pool demos, but no demo pool was built (--train)")
-    demos = pool.pick(from_pool, int(params.get("selection_seed", 0))) if from_pool else {}
-    demos.update({stage: getattr(base, stage).demos[:k] for stage, k in budgets.items() if stage not in from_pool})
+    seed = int(params.get("selection_seed", 0))
+    demos = pool.pick(from_pool, seed) if from_pool and pool is not None else {}
+    demos.update({stage: pool.bootstrap(stage, k, seed) for stage, k in budgets.items()
+                  if sources[stage] == "bootstrap" and pool is not None})
+    demos.update({stage: getattr(base, stage).demos[:k] for stage, k in budgets.items() if sources[stage] == "base"})
     program = install(base, demos, budgets, top_up=base)
     options = {k: params[k] for k in ("units", "explain_unverified", "claim_calls", "evidence_tokens") if k in params}
     program = program.with_options(**options) if options else program
