@@ -19,6 +19,7 @@ from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
+    SAVED,
     AdapterOption,
     AddressOption,
     ApiBaseOption,
@@ -34,7 +35,6 @@ from .common import (
     ParseRetriesOption,
     PortOption,
     RetryErrorsOption,
-    SAVED,
     StopAfterOption,
     System,
     TemperatureOption,
