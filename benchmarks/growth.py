@@ -22,9 +22,12 @@ turn), ``unit`` (per claim) and ``full`` (every word: the paper's reading); FAct
 and ``full`` (``--fake`` and ``--live``). Prompt tokens are the endpoint's count; "uncached" tokens are what a server
 with one prefix-cache slot per stage (llama.cpp's, sized as the notes say) would read: each prompt less the prefix it
 shares with that stage's previous prompt. Peak memory: tracemalloc's peak while judging (a) and (b); (c) reads the
-resident set size (``/proc/self/statm``) after a garbage collection, tracemalloc off.
+resident set size (``/proc/self/statm``) after a garbage collection, tracemalloc off, the fake server's log of the
+requests it answered emptied (the test double's memory, in this process); memory is "flat after warm-up" when the
+resident set after 1,000 dialogues is at most FLAT_MB above its value after the first WARM_UP (``flat``).
 
-Writes ``growth-<mode>.json`` and ``growth-<mode>-*.png`` under --out (default benchmarks/growth/) and prints the ratios
+Writes ``growth-<mode>.json`` (--only: its other growths kept) and ``growth-<mode>-*.png`` under --out (default
+benchmarks/growth/) and prints whether memory stayed flat and the ratios
 issue 63 is done by: prompt tokens per LM call at 5,000 and 20,000 words against the turn's own passage alone (at most
 1.5x), and of the 50-turn dialogue against the 5-turn one (at most 1.5x), with the ERROR claims of each.
 """
@@ -49,6 +52,10 @@ TURNS = (5, 20, 50)
 DIALOGUES = (10, 100, 250, 500, 750, 1_000)
 CONTEXT = 8_192  # the embedded model's tokens per slot (lm/server.py), the fake server's refusal threshold
 DONE_WHEN = 1.5
+# Memory "flat after warm-up" (issue 63): the resident set after the last of DIALOGUES at most FLAT_MB above its value
+# after WARM_UP dialogues (growth.flat).
+WARM_UP = 100
+FLAT_MB = 2.0
 
 
 # ---- data ---------------------------------------------------------------------------------------------------------
@@ -152,6 +159,14 @@ class Endpoint:
 
     def seen(self) -> int:
         return len(self.server.prompts) if self.server is not None else 0
+
+    def forget(self) -> None:
+        """Empty the fake server's log of the requests it answered (kept for the prefix-cache count of (a) and (b)):
+        it lives in this process, and is the test double's memory, not the judge's."""
+        if self.server is not None:
+            for log in (self.server.models, self.server.prompts, self.server.engine.requests,
+                        self.server.engine.message_counts):
+                log.clear()
 
     def uncached(self, since: int) -> int | None:
         """Prompt tokens a server with one prefix-cache slot per stage would read for the requests after ``since``:
@@ -280,6 +295,7 @@ def dialogues_growth(judge, endpoint: Endpoint, rows: list) -> dict:
             for dialogue in dialogues[done:target]:
                 calls += judge(dialogue).usage.total.calls
             seconds = time.perf_counter() - stretch
+            endpoint.forget()
             gc.collect()
             points.append({"dialogues": target, "stretch": target - previous, "stretch_s": round(seconds, 2),
                            "dialogues_per_s": round((target - previous) / seconds, 2), "calls": calls,
@@ -288,7 +304,18 @@ def dialogues_growth(judge, endpoint: Endpoint, rows: list) -> dict:
                            "caches": _cache_sizes()})
             _say(f"(c) {target} dialogues", points[-1])
             done = previous = target
-    return {"points": points, "wall_s": round(time.perf_counter() - started, 1)}
+    return {"points": points, "wall_s": round(time.perf_counter() - started, 1), "flat": flat(points)}
+
+
+def flat(points: list[dict]) -> dict:
+    """Whether memory is flat after the warm-up: the resident set after the last checkpoint at most ``FLAT_MB`` MB
+    above its value after ``WARM_UP`` dialogues (the text caches, bounded, filled by then; the imports' and the
+    first calls' memory counted in the warm-up)."""
+    warm = next(p for p in points if p["dialogues"] == WARM_UP)
+    last = points[-1]
+    grown = round(last["rss_mb"] - warm["rss_mb"], 1)
+    return {"warm_up": WARM_UP, "after": last["dialogues"], "rss_mb_after_warm_up": warm["rss_mb"],
+            "rss_mb_at_end": last["rss_mb"], "grown_mb": grown, "tolerance_mb": FLAT_MB, "meets": grown <= FLAT_MB}
 
 
 def _cache_sizes() -> dict[str, str]:
@@ -428,11 +455,18 @@ def main() -> int:
     if "sources" in record and "dialogue" in record and args.mode != "no-lm":
         record["done_when"] = done_when(record)
     path = args.out / f"growth-{args.mode}.json"
+    if args.only and path.exists():  # the growths not rerun keep their recorded rows
+        record = {**json.loads(path.read_text()), **record}
     path.write_text(json.dumps(record, indent=1) + "\n")
-    if {"sources", "dialogue", "dialogues"} <= only:
+    if {"sources", "dialogue", "dialogues"} <= record.keys():
         for picture in pictures(record, args.out, args.mode):
             print(f"wrote {picture}", file=sys.stderr)
     print(f"wrote {path}", file=sys.stderr)
+    if "dialogues" in record:
+        f = record["dialogues"]["flat"]
+        print(f"dialogues memory: {f['rss_mb_after_warm_up']} MB after {f['warm_up']} dialogues, {f['rss_mb_at_end']} MB "
+              f"after {f['after']}: grown {f['grown_mb']} MB, {'flat' if f['meets'] else 'NOT FLAT'} "
+              f"(<= {f['tolerance_mb']} MB)")
     for row in record.get("done_when", []):
         print(f"{row['growth']:9} {row['judge']:16} {row['at']:14} ratio {row['ratio']}  errors {row['errors']}  "
               f"{'meets' if row['meets'] else 'MISSES'} <= {DONE_WHEN}x")

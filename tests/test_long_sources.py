@@ -1,18 +1,21 @@
 """Sources and dialogues of any length (issue 63): a prompt reads the passages that decide within a token budget, so
 a turn with 5,000 or 20,000 words of sources is judged with no ERROR on a model with 8,192 tokens of context and at
 most 1.5x the prompt tokens per call of the same turn with its own passage alone; a 50-turn dialogue's prompts are
-at most 1.5x a 5-turn one's; the paper's full reading still sends everything; and each claim records what it was
-checked against. Fake LMs only: the fake OpenAI-compatible server refuses a prompt longer than its context as
+at most 1.5x a 5-turn one's; the paper's full reading still sends everything, and `vista evaluate` and `vista
+benchmark` take it (--evidence) and record the reading a run used; and each claim records what it was checked against. Fake LMs only: the fake OpenAI-compatible server refuses a prompt longer than its context as
 llama.cpp does."""
 
+import json
 from pathlib import Path
 
 import dspy
 import pytest
 from helpers import assistant, dialogue, user
+from typer.testing import CliRunner
 
 from vista_dspy import Vista
 from vista_dspy.baselines import FActScore, LLMJudge
+from vista_dspy.cli import app
 from vista_dspy.data import load_dialogues
 from vista_dspy.evidence.reading import OMITTED, bounded_history, tokens
 from vista_dspy.lm.clients.adapters import build_adapter
@@ -190,3 +193,31 @@ def test_a_long_history_keeps_its_start_until_it_outgrows_the_budget():
     assert starts[12] == "(7 earlier turns not shown)" and starts[12:18] == [starts[12]] * 6  # then a fixed start
     assert all(tokens(bounded_history(turns[:n], 512)) <= 512 for n in range(1, 41))
     assert bounded_history(turns, None).count("\n") == 39  # the full reading: every turn
+
+
+@pytest.mark.parametrize("reading", [None, "full"], ids=["default", "full"])
+def test_vista_evaluate_records_the_reading_its_run_used(reading, tmp_path):
+    out = tmp_path / "run"
+    flag = ["--evidence", reading] if reading else []
+    result = CliRunner().invoke(app, ["evaluate", str(QUICKSTART), "--system", "evidence", "--units", "sentences",
+                                      "--out", str(out), *flag])  # the tier that asks no LM
+    assert result.exit_code == 0, result.output
+    used = reading or "turn"
+    assert json.loads((out / "run.json").read_text())["evidence"] == used
+    verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert verdicts and {v["options"]["evidence"] for v in verdicts} == {used}
+
+
+def test_vista_benchmark_reads_every_system_with_the_reading_given_and_records_it(tmp_path, dev_file):
+    out = tmp_path / "bench"
+    with FakeOpenAIServer() as server:
+        result = CliRunner().invoke(app, ["benchmark", "--datasets", f"vista-human={dev_file}", "--systems",
+                                          "vista,judge", "--n", "1", "--evidence", "full", "--model", "openai/fake",
+                                          "--api-base", server.url, "--out", str(out), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert [plan["evidence"] for plan in json.loads((out / "benchmark.json").read_text())["plans"]] == ["full"]
+    for system in ("vista", "judge"):
+        assert json.loads((out / "runs" / "vista-human" / system / "run.json").read_text())["evidence"] == "full"
+    claims = [c for line in (out / "runs" / "vista-human" / "vista" / "verdicts.jsonl").read_text().splitlines()
+              for t in json.loads(line)["turns"] for c in t["claims"] if c.get("checked_against")]
+    assert claims and {c["checked_against"]["reading"] for c in claims} == {"full"}

@@ -173,3 +173,15 @@ SYSTEMS = {
     "factscore-nosplit": lambda **kw: FActScore(split_sentences=False, **kw),
     "judge": lambda **kw: LLMJudge(**kw),
 }
+# The judging options (``options.JudgeOptions``' names) each baseline takes: it has no knowledge store, FActScore no
+# history; the other options are VISTA's.
+SYSTEM_OPTIONS = {"factscore": ("zero_shot", "evidence", "evidence_tokens"),
+                  "factscore-nosplit": ("zero_shot", "evidence", "evidence_tokens"),
+                  "judge": ("zero_shot", "evidence", "evidence_tokens", "history_tokens")}
+
+
+def baseline(name: str, *, short_answer_tokens: int | None = None,
+             changes: dict[str, Any] | None = None) -> StagedModule:
+    """Baseline ``name`` with those of the judging options ``changes`` that it takes (``SYSTEM_OPTIONS``)."""
+    taken = {k: v for k, v in (changes or {}).items() if k in SYSTEM_OPTIONS[name]}
+    return SYSTEMS[name](short_answer_tokens=short_answer_tokens, **taken)

@@ -73,7 +73,15 @@ def split_sentences(text: str) -> list[str]:
     return list(_sentences(text.strip()))
 
 
-@functools.lru_cache(maxsize=8192)
+# Entries of each cache of text reading (sentences, paragraphs, figures): what recurs is a turn's texts within its
+# dialogue (a document read for every claim, a history for every turn) and a prompt's within its completions (a
+# reward's group), not the texts of dialogues long judged, which never recur in a run; at a few entries a dialogue, the
+# caches are full after about a hundred dialogues and a long run's memory stays flat (benchmarks/growth.py (c)). A
+# pass over a set judged again (a study's trials) splits its texts again: ~0.5 ms a text.
+TEXT_CACHE = 512
+
+
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def _sentences(text: str) -> tuple[str, ...]:
     """A segmenter per text (pysbd keeps the text it works on as state); the same text (a document, a turn judged
     again) is split once: pysbd's regular expressions cost ~0.5 ms a text, most of a judgement with no LM."""

@@ -76,7 +76,9 @@ def decompose_bound(content_words: int, turn_chars: int, *, retry: int = 0) -> t
     return max(1, min(claims, ClaimList.MAX_CLAIMS)), max(20, chars)
 
 
-@lru_cache(maxsize=4096)
+# One class per turn's bound (its length): a class is a pydantic model, so the turns of the last few dialogues only,
+# or a long run would keep one per turn it ever judged (building one costs ~1 ms, against an LM call's seconds).
+@lru_cache(maxsize=128)
 def with_claims_bound(signature: type[dspy.Signature], bound: tuple[int, int]) -> type[dspy.Signature]:
     """``signature`` whose ``claims`` answer is bounded to ``bound`` in the answer's grammar (the prompt text is
     unchanged); one class per (signature, bound)."""

@@ -21,6 +21,7 @@ from .common import (
     CacheOption,
     ClaimCallsOption,
     DataDirOption,
+    EvidenceOption,
     GgufOption,
     MaxTokensOption,
     ModelOption,
@@ -42,7 +43,7 @@ from .common import (
 )
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (39 lines); the body is 43.
+# Over 80 lines only for its signature: typer declares each flag in it (40 lines); the body is 44.
 @app.command()
 def benchmark(
     datasets: Annotated[Optional[str], typer.Option(help="Comma-separated datasets, each optionally =PATH: vista-human, "
@@ -63,6 +64,7 @@ def benchmark(
                                                 "modes batched, joint, batched-dialogue (batched, with one "
                                                 "Decompose call per dialogue).")] = "",
     claim_calls: ClaimCallsOption = None,
+    evidence: EvidenceOption = None,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
     gguf: GgufOption = None,
@@ -129,9 +131,10 @@ def benchmark(
         raise fail(f"cannot load program {program}: {exc}") from None
     config = lm_setup.config
     err.print(f"VISTA program: {program}", highlight=False)
-    plan = Plan(datasets=chosen, systems=names, n=None if suite else (n or None), seed=seed, model=config.model, program=program,
-                claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),
-                label_probabilities=lm_setup.label_probabilities, suite=suite)
+    plan = Plan(datasets=chosen, systems=names, n=None if suite else (n or None), seed=seed, model=config.model,
+                program=program, claim_calls=claim_calls.value if claim_calls else None, settings=config.run_settings(),
+                label_probabilities=lm_setup.label_probabilities, suite=suite,
+                evidence=evidence.value if evidence else None)
     out = out or Path("vista-runs") / f"benchmark__{slug(model or 'local')}"
     use_cache_for(config)
     without_call_history()

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from ..lm.server import DEFAULT_PORT, LOCAL_SHORT_ANSWER_TOKENS
-from ..options import CLAIM_CALLS, DECOMPOSE_CALLS
+from ..options import CLAIM_CALLS, DECOMPOSE_CALLS, EVIDENCE_READINGS
 
 if TYPE_CHECKING:
     from ..lm.models import ModelConfig
@@ -42,6 +42,7 @@ class Adapter(str, Enum):
 
 ClaimCalls = Enum("ClaimCalls", {mode.replace("-", "_"): mode for mode in CLAIM_CALLS}, type=str)
 DecomposeCalls = Enum("DecomposeCalls", {mode.replace("-", "_"): mode for mode in DECOMPOSE_CALLS}, type=str)
+Reading = Enum("Reading", {reading: reading for reading in EVIDENCE_READINGS}, type=str)
 
 CLAIM_CALLS_HELP = ("How claims are judged. per-claim: one Verify call per claim and one Categorize call per "
                     "unverified claim (the paper's method); batched: one Verify and one Categorize call per turn "
@@ -72,6 +73,13 @@ TemperatureOption = Annotated[Optional[float], typer.Option(
 DataDirOption = Annotated[Optional[Path], typer.Option(
     envvar="VISTA_DATA_DIR", help="A folder laid out as the cache, read for a dataset `vista data get` did not fetch "
                                   "(default: ../shared/data or ./data, the first that exists).")]
+SAVED = " Default: the program's saved option, else {}."
+EvidenceOption = Annotated[Optional[Reading], typer.Option(
+    help="How a prompt reads the turn's sources: turn (each source whole when it fits its budget, else the passages "
+         "that share most of the turn's units, the same for every claim of the turn, so a server's prefix cache "
+         "serves them all), unit (the same per claim) or full (every source word, every earlier claim and the whole "
+         "history: the paper's reading, for replication). Each claim records what it was checked against."
+         + SAVED.format("turn"), show_default=False)]
 ClaimCallsOption = Annotated[Optional[ClaimCalls], typer.Option(help=CLAIM_CALLS_HELP, show_default=False)]
 DecomposeCallsOption = Annotated[Optional[DecomposeCalls], typer.Option(
     help="How turns are decomposed. per-turn: one Decompose call per assistant turn (the paper's method); "

@@ -19,6 +19,7 @@ from ..program import Vista
 from ..stages import PARSE_RETRIES, STOP_AFTER
 from .app import app
 from .common import (
+    SAVED,
     AdapterOption,
     AddressOption,
     ApiBaseOption,
@@ -27,6 +28,7 @@ from .common import (
     CacheOption,
     ClaimCallsOption,
     DecomposeCallsOption,
+    EvidenceOption,
     GgufOption,
     MaxTokensOption,
     ModelOption,
@@ -75,7 +77,6 @@ ConcurrencyOption = Annotated[Optional[int], typer.Option(
 LimitOption = Annotated[Optional[int], typer.Option(min=1, help="Only the first N dialogues.")]
 GivenClaimsOption = Annotated[bool, typer.Option(
     help="Judge the gold claims of annotated turns instead of decomposing (claim accuracy).")]
-SAVED = " Default: the program's saved option, else {}."
 ContextOption = Annotated[Optional[bool], typer.Option(
     "--context/--no-context", help="VISTA+ctx: give the dialogue history to Verify and Categorize." + SAVED.format(
         "off"), show_default=False)]
@@ -139,18 +140,6 @@ EmptyTurnsOption = Annotated[Optional[EmptyTurns], typer.Option(
     help="How a turn with content from which Decompose took no claim is labelled: unknown (a failed decomposition, "
          "with its reason; a failure for the CI gate) or faithful (the paper's reading: a turn with no claims is "
          "faithful)." + SAVED.format("unknown"), show_default=False)]
-class Reading(str, Enum):
-    turn = "turn"
-    unit = "unit"
-    full = "full"
-
-
-EvidenceOption = Annotated[Optional[Reading], typer.Option(
-    help="How a prompt reads the turn's sources: turn (each source whole when it fits its budget, else the passages "
-         "that share most of the turn's units, the same for every claim of the turn, so a server's prefix cache "
-         "serves them all), unit (the same per claim) or full (every source word, every earlier claim and the whole "
-         "history: the paper's reading, for replication). Each claim records what it was checked against."
-         + SAVED.format("turn"), show_default=False)]
 EvidenceTokensOption = Annotated[Optional[int], typer.Option(
     min=1, help="Tokens (4 characters each) of the reference a prompt carries: the whole document when it fits, else "
                 "its passages ranked for the claims within it." + SAVED.format("1024"), show_default=False)]
@@ -365,7 +354,7 @@ def _judge(system: System, program: str | None, model: str | None, endpoint: dic
     """VISTA with its program, its saved options and the flags given (which win), or a baseline, with the options
     its endpoint sets (``endpoint_options``: from the model's name, nothing resolved); exits 2 when the program
     cannot be loaded or the flags do not go together."""
-    from ..baselines import SYSTEMS
+    from ..baselines import baseline
     from ..compiled.files import StaleMeta, read_program
     from ..lm.models import program_for_model
 
@@ -381,8 +370,7 @@ def _judge(system: System, program: str | None, model: str | None, endpoint: dic
     if system is not System.vista:
         if flags.get("given_claims") or program:
             raise fail(f"--judge-given-claims and --program apply to --system vista only, not {system.value}")
-        reading = {k: v for k, v in flags.items() if k in BASELINE_READING[system.value]}
-        return SYSTEMS[system.value](zero_shot=bool(flags.get("zero_shot")), **reading, **endpoint)
+        return baseline(system.value, changes=flags, **endpoint)
     program = program or program_for_model(model)
     try:
         with warnings.catch_warnings(record=True) as said:
@@ -402,11 +390,6 @@ def _judge(system: System, program: str | None, model: str | None, endpoint: dic
         return Vista.from_program(file, **endpoint, label_probabilities=label_probabilities, **flags)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise fail(f"cannot load program {program or 'seed'}: {exc}") from None
-
-
-# The reading options each baseline takes (it has no knowledge store; FActScore no history).
-BASELINE_READING = {"factscore": ("evidence", "evidence_tokens"), "factscore-nosplit": ("evidence", "evidence_tokens"),
-                    "judge": ("evidence", "evidence_tokens", "history_tokens")}
 
 
 def _progress_line(progress, dialogues: int, turns_total: int, judge, console: Console):

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from ..grounding import content_stem, content_words, split_sentences
+from ..grounding import TEXT_CACHE, content_stem, content_words, split_sentences
 from ..schema import Dialogue
 from .figures import Figure, SourceFigures, figures
 
@@ -322,7 +322,7 @@ class TurnEvidence:
         return {word: tuple(found) for word, found in index.items()}
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=128)  # a turn's, read for each of its claims (and each completion of a prompt)
 def _turn_evidence(reference: str | None, knowledge: tuple[str, ...], history: tuple[str, ...]) -> TurnEvidence:
     return TurnEvidence._read(reference, knowledge, history)
 
@@ -379,7 +379,7 @@ _ENDS_A_SENTENCE = tuple(".!?:;\"\u201d')]")
 _TITLE_WORDS = 12
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def _paragraphs(source: str, text: str) -> tuple[tuple[Passage, ...], ...]:
     """The paragraphs of one source text, each a tuple of sentence passages: a line is a paragraph, and a short line
     that ends no sentence (a title: "Tromsø climate") opens the paragraph of the line below it. A store claim is one
@@ -405,7 +405,7 @@ def _paragraphs(source: str, text: str) -> tuple[tuple[Passage, ...], ...]:
     return tuple(tuple(g) for g in groups)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def _reference_figures(reference: str) -> tuple[Figure, ...]:
     return tuple(f for f in figures(reference, source=True) if f.kind != "name")
 

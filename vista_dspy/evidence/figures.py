@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..grounding import content_stem
+from ..grounding import TEXT_CACHE, content_stem
 
 _UNITS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -114,7 +114,7 @@ def _numeral(token: str) -> float | None:
     return -value if token[0] in "-\u2212" else value
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def figures(text: str, *, source: bool = False) -> tuple[Figure, ...]:
     """The figures and names of ``text``, in order. ``source``: read as a source (a standalone "one", "first" or
     "second" counts as 1 or 2). (Cached: a unit's figures are read for its cues and again for its explanation.)"""
@@ -291,7 +291,7 @@ class SourceFigures:
         return out
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=TEXT_CACHE)
 def _source_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """(figure keys, word stems) of one source text; a document or a turn is read once however many claims and
     completions are judged against it."""

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from ..baselines import SYSTEMS as BASELINES
+from ..baselines import baseline
 from ..data import load_dialogues
 from ..data.benchmarks import BENCHMARKS, last_report, load_benchmark, sample
 from ..options import CLAIM_CALLS, DEFAULT_CLAIM_CALLS, JudgeOptions
@@ -108,12 +109,13 @@ def system_names(systems: Sequence[str], ablations: Sequence[str]) -> list[str]:
 def build_system(name: str, *, program: str | None = None, short_answer_tokens: int | None = None,
                  changes: dict[str, Any] | None = None) -> StagedModule:
     """A judge by benchmark name: vista, vista-ctx, vista-<ablation>, seed, evidence, or a baseline. VISTA systems
-    load ``program`` (seed: the seed program) with its saved options; ``changes`` (judging options given by the caller) win over them, and an
-    ablation's or vista-ctx's own change wins over both. ``evidence``: ``program``'s claims decided by the evidence
+    load ``program`` (seed: the seed program) with its saved options; ``changes`` (judging options given by the caller)
+    win over them, and an ablation's or vista-ctx's own change wins over both; a baseline takes those it has (its
+    reading of the sources). ``evidence``: ``program``'s claims decided by the evidence
     cues alone (its rule's evidence model, or the shipped evidence rule when it has none): Decompose is the only
     LM call."""
     if name in BASELINES:
-        return BASELINES[name](short_answer_tokens=short_answer_tokens)
+        return baseline(name, short_answer_tokens=short_answer_tokens, changes=changes)
     if name == "evidence":
         return Vista.evidence_from_program(program, short_answer_tokens=short_answer_tokens, **dict(changes or {}))
     options: dict[str, Any] = dict(changes or {})
@@ -153,6 +155,7 @@ class Plan:
     settings: dict[str, Any] = field(default_factory=dict)  # model settings shared by every run
     label_probabilities: bool = True  # the endpoint is asked for label probabilities
     suite: str | None = None  # the instrument's part ('compile', 'test', 'all'): its committed ids, not a sample
+    evidence: str | None = None  # how every system reads the sources (``options.EVIDENCE_READINGS``); None: its own
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -205,6 +208,8 @@ def run_benchmark(
     changes: dict[str, Any] = {"label_probabilities": plan.label_probabilities}
     if plan.claim_calls is not None:
         changes["claim_calls"] = plan.claim_calls
+    if plan.evidence is not None:
+        changes["evidence"] = plan.evidence
     for dataset, dialogues in samples.items():
         for system in plan.systems:
             judge = build_system(system, program=plan.program, short_answer_tokens=short_answer_tokens,
