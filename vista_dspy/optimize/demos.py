@@ -30,7 +30,7 @@ UNSAFE: frozenset[str] = frozenset({"LACKING EVIDENCE", "CONTRADICTED"})
 
 class ClaimProbe(BaseModel):
     """One human-labelled claim as a model judged it with both stages (``JudgeOptions.categorize_all``): what claim
-    decisions are scored with (``probing.claim_scores``, ``probing.turn_accuracy``) and calibration is fitted on."""
+    decisions are scored with (``claim_scores``, ``turn_accuracy``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -42,11 +42,6 @@ class ClaimProbe(BaseModel):
     raw: str  # the model's own decision: one of LABELS, or ERROR
     verify: dict[str, float] | None = None
     categorize: dict[str, float] | None = None
-
-    @property
-    def calibratable(self) -> bool:
-        """Both distributions were read and the model answered (a calibration can decide it)."""
-        return self.verify is not None and self.categorize is not None and self.raw != "ERROR"
 
 
 # ---- judging them, and the claim-level scores ------------------------------------------------------------------
@@ -146,10 +141,6 @@ def turn_accuracy(probes: Sequence[ClaimProbe], decided: Sequence[str]) -> float
         elif all(d is not None for d, _ in pairs):
             right += not gold_unsafe
     return right / len(turns) if turns else None
-
-
-def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
-    return [safe(d) == safe(g) for d, g in zip(decided, gold)]
 
 
 # ---- demos -------------------------------------------------------------------------------------------------------

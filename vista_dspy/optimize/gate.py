@@ -267,15 +267,6 @@ class PairedTest(BaseModel):
         return cls(items=len(candidate), candidate_right=sum(candidate), base_right=sum(base),
                    candidate_only=test["a_only"], base_only=test["b_only"], pvalue=float(test["pvalue"]))
 
-    @classmethod
-    def of_strings(cls, candidate: str, base: str) -> PairedTest:
-        """From two strings of "1" (right) and "0" (wrong), one character per item in the same order."""
-        return cls.of([c == "1" for c in candidate], [c == "1" for c in base])
-
-    def wins(self, alpha: float, *, significant: bool = True) -> bool:
-        """Right on more items than the base, and (``significant``) p below ``alpha``."""
-        return self.candidate_only > self.base_only and (not significant or alpha >= 1 or self.pvalue < alpha)
-
     def describe(self, what: str, candidate: str = "compiled", base: str = "base") -> str:
         return (f"{what}: {candidate} {self.candidate_right}/{self.items} right, {base} {self.base_right}/"
                 f"{self.items}; right only with the {candidate} {self.candidate_only}, only with the {base} "
