@@ -99,10 +99,11 @@ def test_the_training_dialogues_of_a_compile_enter_no_module_more_than_twice(tmp
         files[part].write_text(json.dumps([vista_conversation(source, first + i) for i in range(n)]))
     ids = {part: frozenset(d.id for d in load_dataset("vista-human", files[part], None, 0)) for part in files}
     monkeypatch.setenv("VISTA_PROGRAMS", str(tmp_path / "mine"))
-    # Nine trials: the seed, then the planned one-change designs, the last two of which read the pool's demos.
+    # Eleven trials: the seed, its six planned one-change designs (a model with no compiled program starts from the
+    # seed as its shipped program too), then the seed's designs not measured yet, the fourth of which reads the pool.
     with FakeOpenAIServer() as server, Entries({"compile part": ids["compile"], "pool": ids["pool"]}) as traced:
         done = CliRunner().invoke(app, [
-            "compile", "--model", "openai/fake", "--api-base", server.url, "--trials", "9", "--storage",
+            "compile", "--model", "openai/fake", "--api-base", server.url, "--trials", "11", "--storage",
             f"sqlite:///{tmp_path / 's.db'}", "--no-cache", "--compile-data", f"vista-human={files['compile']}:all",
             "--test-data", f"vista-human={files['test']}:all", "--pool-data", f"vista-human={files['pool']}:all"])
     assert done.exit_code == 0, done.output
