@@ -9,7 +9,7 @@ per stage and per judged turn).
         --commit f02bc3d --date 2026-12-02 --seconds 2910
 
 The annotated file is needed here (to match claims to the annotators' claims) and never after: fitting and gating
-(``vista compile --probe``, ``benchmarks/probe_agreement.py``) read the record alone.
+(``benchmarks/refit_compile_part.py``, ``benchmarks/probe_agreement.py``) read the record alone.
 """
 
 from __future__ import annotations

@@ -12,10 +12,14 @@ saw (``fitted_on``, per dataset).
    stage, terse instructions, cascade band 0.35-0.65): refitted on the live probe of the 1.5B's answers over the dev
    half's sentences (``benchmarks/probes/local-1.5b-sentences-live``), restricted to the compile part's dialogues,
    its cues recomputed with today's evidence (each turn's store: the earlier units the probed program accepted, as it
-   judged them). Recipe ``turn-model`` (a claim threshold and a turn model, ``rule_gate.choose_turn_model_rule``);
+   judged them). Recipe ``turn-model`` (a claim threshold and a turn model, ``recipes.choose_turn_model_rule``);
    the study's cascade band is kept. The recomputed probe is written as
    ``benchmarks/probes/local-1.5b-sentences-compile/`` so that the fit replays from committed data. Printed beside
-   it: two-fold numbers over the probe's halves within the compile part.
+   it: two-fold numbers over the probe's halves within the compile part, and the one gate (``recipes.probe_gate``:
+   non-inferior to the seed within 1 point of balanced accuracy, paired bootstrap over dialogues) of those two-fold
+   decisions against the seed's own on the same turns, from the seed's live probe
+   (``benchmarks/probes/local-1.5b-seed-live``). What ships is gated again on the instrument's suite runs
+   (``benchmarks/instrument_table.py --meta``).
 The programs' options, demos and instructions are unchanged: only the numbers of their rules.
 """
 
@@ -37,11 +41,12 @@ from vista_dspy.grounding import sentence_units
 from vista_dspy.optimize.rules.cross_fitting import folds
 from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.rules.probe_records import read_probe, write_probe
-from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_rule, scores, with_cascade
-from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, two_fold
+from vista_dspy.optimize.rules.recipes import choose_turn_model_rule, probe_gate, two_fold
+from vista_dspy.optimize.rules.rule_fitting import cross_fitted, fit_rule, replay, scores, with_cascade
 
 PROBES = Path(__file__).parent / "probes"
 LIVE = PROBES / "local-1.5b-sentences-live"  # the 1.5B's answers over the dev half's sentences
+SEED_LIVE = PROBES / "local-1.5b-seed-live"  # the seed's (decomposed claims) over the same turns: the gate's anchor
 RECOMPUTED = PROBES / "local-1.5b-sentences-compile"
 ACCEPTED = ("VERIFIED", "OUT-OF-SCOPE")
 
@@ -160,6 +165,9 @@ def refit_default(compile_dialogues, write: bool) -> None:
     decided, _ = two_fold(turns, halves, lambda part: choose_turn_model_rule(part)[0])
     print(_line(f"{name}'s rule, two-fold over the probe's halves within the compile part ({len(turns)} turns)",
                 scores(decided)))
+    seed_turns, _, _ = read_probe(SEED_LIVE)
+    for line in probe_gate(decided, replay(seed_turns, None), name=f"{name}'s rule (two-fold)").describe():
+        print(f"  {line}")
     rule, record = choose_turn_model_rule(turns)
     band = DecisionRule.model_validate(read_program(name).rule).cascade
     seen = fitted_on([d for d in compile_dialogues if d.id in halves])

@@ -14,7 +14,6 @@ from vista_dspy.decision import CUES, LinearModel, most_doubtful
 from vista_dspy.grounding import content_words, uncovered_sentences
 from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.lm.fake import AsyncRuleEngine, RuleEngine, rule_lm
-from vista_dspy.optimize.gate import Gate, PairedTest
 from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
 from vista_dspy.optimize.rules.probe_records import read_probe, write_probe
 from vista_dspy.optimize.rules.rule_fitting import replay
@@ -166,15 +165,6 @@ def test_the_deployed_judge_and_the_replay_flip_the_same_claim():
     assert replayed.categories == [c.value for c in categories] and replayed.label == "hallucinated"
 
 
-def test_the_gate_refuses_a_program_that_wins_claims_but_loses_turns_by_more_than_the_margin():
-    claims = PairedTest.of([True] * 40 + [False] * 10, [True] * 25 + [False] * 25)  # p < 0.001
-    three_worse = PairedTest.of([True] * 50 + [False] * 50, [True] * 53 + [False] * 47)  # -3 points
-    one_worse = PairedTest.of([True] * 52 + [False] * 48, [True] * 53 + [False] * 47)  # -1 point
-    assert not Gate(alpha=0.05, turns=three_worse, claims=claims).passed
-    assert Gate(alpha=0.05, turns=one_worse, claims=claims).passed
-    assert not Gate(alpha=0.05, turns=one_worse, claims=claims, turn_margin=0.0).passed
-
-
 def _turns():
     """Twelve constructed turns over four dialogues; an unsafe claim leaves most of its words uncovered."""
     turns = []
@@ -206,7 +196,7 @@ def test_a_recorded_probe_reads_back_to_the_same_turns_and_holds_no_added_senten
 @pytest.mark.skipif(not record_exists(PROBE / "turns.jsonl"), reason="no recorded probe in benchmarks/probes/")
 def test_the_committed_probe_replays_to_the_shipped_rule():
     from vista_dspy.compiled.files import compiled_dir
-    from vista_dspy.optimize.rules.rule_gate import choose_turn_model_rule, choose_two_threshold_rule, with_cascade
+    from vista_dspy.optimize.rules.recipes import choose_turn_model_rule, choose_two_threshold_rule, with_cascade
 
     shipped = compiled_dir() / "local.json"
     if not shipped.is_file():
@@ -233,16 +223,3 @@ def test_a_replayed_turn_with_content_but_no_claim_is_unknown_as_the_live_judge_
     quiet = TurnRows("d", 3, "faithful", [])  # a greeting: nothing to claim
     assert [d.label for d in replay([empty, quiet], None)] == ["unknown", "faithful"]
     assert replay([empty], _rule(0.3), judge=False)[0].label == "unknown"
-
-
-def test_a_probe_that_does_not_record_the_program_it_would_compile_is_refused(tmp_path):
-    from vista_dspy.optimize.rules.probe_compile import NotLive, compile_from_probe
-
-    rows = [ClaimRow("Lisbon is a capital.", dict.fromkeys(CUES, 0.0), None, None, "VERIFIED", "VERIFIED")]
-    turns = [TurnRows("a", 1, "faithful", rows), TurnRows("b", 1, "faithful", rows)]
-    write_probe(tmp_path / "replayed", turns, {"a": "train", "b": "dev"}, {"program": "seed"})
-    with pytest.raises(NotLive, match="names no program hash"):
-        compile_from_probe(tmp_path / "replayed")
-    write_probe(tmp_path / "other", turns, {"a": "train", "b": "dev"}, {"program": "x", "program_sha256": "0" * 64})
-    with pytest.raises(NotLive, match="recorded program 000000000000, not the program it would compile"):
-        compile_from_probe(tmp_path / "other")

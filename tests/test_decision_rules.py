@@ -1,5 +1,5 @@
 """Decisions that see the evidence: cue values of constructed claims, a rule fitted on synthetic data, a rule in a
-program (saved, loaded, judging over HTTP), the cascade, cross-fitting by dialogue and the rule optimizer."""
+program (saved, loaded, judging over HTTP), the cascade and cross-fitting by dialogue."""
 
 import json
 import math
@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from vista_dspy import Category, DecisionRule, Vista
 from vista_dspy.cli import app
 from vista_dspy.compiled.files import compiled_dir
-from vista_dspy.data import load_dialogues
 from vista_dspy.decision import CLASSES, Band, LinearModel, decide
 from vista_dspy.evidence import CHECKS, CUES, TurnEvidence
 from vista_dspy.lm.fake import FakeOpenAIServer
@@ -234,18 +233,3 @@ def test_an_endpoint_without_probabilities_gets_the_evidence_rule_and_the_cli_sa
     output = " ".join(result.output.split())
     assert "decision rule over label probabilities and evidence cues" in output
     assert output.count("the program's evidence-only rule decides") == 1
-
-
-# ---- the rule optimizer -----------------------------------------------------------------------------------------------
-def test_the_rule_optimizer_fits_on_decomposed_claims(dev_file):
-    from vista_dspy.optimize.rules.rule_fitting import compile_rule
-
-    dialogues = [d for d in load_dialogues(dev_file) if d.judged_turns]
-    with FakeOpenAIServer() as server:
-        lm = ModelConfig(model="hosted_vllm/fake", api_base=server.url, num_retries=0, cache=False).build()
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            program, choice = compile_rule(Vista.from_program(None), dialogues[:12], alpha=1.0)
-    assert choice["chosen"] == "evidence"  # the fake server's probabilities add nothing to its cues
-    assert program.rule is not None and program.rule.fitted["turns"] == choice["turns"] == 12
-    # Demos stay the base's.
-    assert [dict(d) for d in program.verify.demos] == [dict(d) for d in Vista.from_program(None).verify.demos]

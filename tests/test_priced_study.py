@@ -84,7 +84,7 @@ def seed_study(data, *, trials=3, storage=None, engine=None, designs=DESIGNS):
     space = studies.search_space(bases)
     engine = engine or PricedEngine()
     with dspy.context(lm=priced_lm(engine), adapter=dspy.JSONAdapter()):
-        study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
+        study = studies.run_study(studies.program_judge(bases, None), data, SERVER_TIME, space=space,
                                   starts={"seed": studies.base_params("seed", bases["seed"], space)}, trials=trials,
                                   storage=storage, study_name="s", designs=designs, bases=bases,
                                   record={"programs": {"seed": bases["seed"].content_hash()}})
@@ -148,11 +148,11 @@ def test_a_resumed_study_reruns_the_trial_an_interruption_left_running(tmp_path,
     [again] = [t for t in study.trials if t.state != State.FAIL and trial_params(t) == planned]  # queued again
     assert again.user_attrs["design"] == study.trials[interrupted.number].user_attrs["design"]
     with pytest.raises(ValueError, match="priced its trials by time, not dollars"):
-        studies.run_study(lambda params: [], data, DOLLARS, space=(), starts={"seed": {}}, trials=1,
+        studies.run_study(lambda params, data: [], data, DOLLARS, space=(), starts={"seed": {}}, trials=1,
                           storage=storage, study_name="s")
     with pytest.raises(ValueError, match="other dialogues or turns"):
         other = studies.ObjectiveData.of("other", {"wow": data.dialogues[:4]})
-        studies.run_study(lambda params: [], other, SERVER_TIME, space=(), starts={"seed": {}}, trials=1,
+        studies.run_study(lambda params, data: [], other, SERVER_TIME, space=(), starts={"seed": {}}, trials=1,
                           storage=storage, study_name="s")
 
 
@@ -348,7 +348,7 @@ def test_a_new_study_prices_the_shipped_program_with_no_lm_and_fewer_demos_right
     space = studies.search_space(bases)
     starts = {name: studies.base_params(name, base, space) for name, base in bases.items()}
     with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
-        study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
+        study = studies.run_study(studies.program_judge(bases, None), data, SERVER_TIME, space=space,
                                   starts={"seed": starts["seed"], "shipped": starts["local"]}, trials=4,
                                   study_name="s", designs=DESIGNS, bases=bases)
     seed, shipped, no_lm, bare = study.trials[:4]
@@ -424,8 +424,8 @@ def test_claims_from_one_dialogue_are_measured_without_an_interval_not_a_crash(d
     data, _ = data
     bases = {"seed": Vista.from_program(None)}
     with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
-        verdicts = studies.program_judge(bases, None, data)(studies.base_params("seed", bases["seed"],
-                                                                                studies.search_space(bases)))
+        verdicts = studies.program_judge(bases, None)(studies.base_params("seed", bases["seed"],
+                                                                          studies.search_space(bases)), data)
     for verdict in verdicts[1:]:  # only the first dialogue keeps its claims
         for turn in verdict.turns:
             turn.claims = []
@@ -460,7 +460,7 @@ def test_compile_budget_rebuilds_a_trial_from_the_program_the_study_kept_not_fro
     kept = {"programs": {k: b.content_hash() for k, b in bases.items()},
             "program_files": {k: b.program_file().to_json() for k, b in bases.items()}}
     with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):
-        study = studies.run_study(studies.program_judge(bases, None, data), data, SERVER_TIME, space=space,
+        study = studies.run_study(studies.program_judge(bases, None), data, SERVER_TIME, space=space,
                                   starts=starts, trials=2, study_name="s", designs=(), start_designs=(),
                                   bases=bases, record=kept)
     result = export(study)

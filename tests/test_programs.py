@@ -16,7 +16,6 @@ from vista_dspy.data import load_dialogues
 from vista_dspy.experiments.bench import ABLATIONS, Plan, build_system, run_benchmark
 from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
-from vista_dspy.optimize.gate import Gate, PairedTest
 from vista_dspy.options import FLAG_NAMES, NOT_SAVED, from_flags
 from vista_dspy.run.runner import LATER_SETTINGS, RENAMED_SETTINGS, Concurrent, RunConflict, Threads, evaluate
 
@@ -261,23 +260,45 @@ def test_categorize_all_asks_about_verified_claims_without_changing_a_verdict(mo
     assert "Lisbon is the capital of Portugal." in asked  # verified, and asked anyway
 
 
-# ---- the gate on constructed data -------------------------------------------------------------------------------
-def test_the_gate_passes_a_program_with_more_turns_and_significantly_better_claims():
-    turns = PairedTest.of([True] * 6 + [False] * 4, [True] * 4 + [False] * 6)  # 2 more turns, p = 0.5
-    claims = PairedTest.of([True] * 40 + [False] * 10, [True] * 25 + [False] * 25)  # 15 more claims, p < 0.001
-    gate = Gate(alpha=0.05, turns=turns, claims=claims)
-    assert gate.passed and gate.claims.pvalue < 0.001 and gate.turns.pvalue > 0.05
-    assert gate.describe()[-1].endswith("passed")
+# ---- the one gate on constructed decisions ----------------------------------------------------------------------
+def _judged(labels: list[str], gold: list[str]) -> list:
+    """One turn of one claim per dialogue: the judge's label of its claim and the turn's gold label (the claim's
+    annotators' judgement agrees with the turn), decided as the seed decides (the judge's own labels)."""
+    from vista_dspy.optimize.rules.judged_turns import ClaimRow, TurnRows
+    from vista_dspy.optimize.rules.rule_fitting import replay
+
+    unsafe = {"hallucinated": "LACKING EVIDENCE", "faithful": "VERIFIED"}
+    return replay([TurnRows(f"d{i}", 1, g, [ClaimRow(f"claim of d{i}", {}, None, None, unsafe[label], unsafe[g])])
+                   for i, (label, g) in enumerate(zip(labels, gold))], None)
 
 
-def test_the_gate_fails_a_program_with_fewer_turns_or_claims_that_are_not_significantly_better():
-    more_claims = PairedTest.of([True] * 40 + [False] * 10, [True] * 25 + [False] * 25)
-    fewer_turns = PairedTest.of([True] * 4 + [False] * 6, [True] * 5 + [False] * 5)
-    assert not Gate(alpha=0.05, turns=fewer_turns, claims=more_claims).passed
-    more_turns = PairedTest.of([True] * 6 + [False] * 4, [True] * 4 + [False] * 6)
-    barely = PairedTest.of([True] * 27 + [False] * 23, [True] * 25 + [False] * 25)  # 2 more claims, p = 0.5
-    assert not Gate(alpha=0.05, turns=more_turns, claims=barely).passed
-    # Without human claims the turns themselves must be significantly better.
-    assert not Gate(alpha=0.05, turns=more_turns).passed
-    assert Gate(alpha=1.0, turns=more_turns).passed  # alpha 1: any net win
-    assert not Gate(alpha=0.05).passed
+def test_a_rule_fitted_on_a_probe_is_gated_by_the_one_gate_against_the_seed_s_recorded_decisions():
+    from vista_dspy.optimize.rules.recipes import probe_gate
+
+    gold = ["hallucinated", "faithful"] * 20  # 40 dialogues of one turn each
+    right = list(gold)
+    # The seed misses every other hallucinated turn (10 of 40): the candidate, right on all, wins outright.
+    seed = [("faithful" if g == "hallucinated" and i % 4 == 0 else g) for i, g in enumerate(gold)]
+    verdict = probe_gate(_judged(right, gold), _judged(seed, gold), name="refitted")
+    assert verdict.passed and verdict.wins
+    assert verdict.turns["candidate"] == 1.0 and verdict.turns["seed"] == 0.75 and verdict.turns["dialogues"] == 40
+    assert verdict.claims is not None and verdict.claims["claims"] == 40 and verdict.claims_not_worse
+    # Swapped: the candidate loses those ten turns, far beyond the 1-point margin, and its claims with them.
+    lost = probe_gate(_judged(seed, gold), _judged(right, gold))
+    assert not lost.passed and not lost.turns_non_inferior and not lost.claims_not_worse
+    assert lost.describe()[-1].startswith("gate against the seed (paired bootstrap over dialogues): failed")
+    # The same decisions as the seed: a difference of exactly 0 is non-inferior, and no win.
+    tie = probe_gate(_judged(seed, gold), _judged(seed, gold))
+    assert tie.passed and not tie.wins and tie.turns["difference"] == 0
+
+
+def test_the_probe_gate_pairs_only_the_turns_both_decided_and_claims_by_their_text():
+    from vista_dspy.optimize.rules.recipes import probe_gate
+
+    gold = ["hallucinated", "faithful"] * 10
+    candidate, seed = _judged(gold, gold), _judged(gold, gold)[:12]  # the seed's probe holds 12 of the 20 turns
+    for d in candidate:  # the candidate judged other units (e.g. sentences): no claim text in common
+        d.turn.rows[0] = type(d.turn.rows[0])("another unit", {}, None, None, "VERIFIED", "VERIFIED")
+    verdict = probe_gate(candidate, seed)
+    assert verdict.turns["turns"] == 12 and verdict.turns["dialogues"] == 12
+    assert verdict.claims is None and verdict.passed  # claims not compared: none paired

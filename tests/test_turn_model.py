@@ -12,8 +12,8 @@ from vista_dspy.decision import CUES, FEATURES, LinearModel, TurnFlip, TurnModel
 from vista_dspy.lm.clients.adapters import JSONAdapter
 from vista_dspy.lm.fake import FakeOpenAIServer, RuleEngine, rule_lm
 from vista_dspy.lm.models import ModelConfig
+from vista_dspy.optimize.rules.recipes import by_claim_count, turn_difference_interval
 from vista_dspy.optimize.rules.rule_fitting import ClaimRow, TurnDecision, TurnRows, replay
-from vista_dspy.optimize.rules.rule_gate import by_claim_count, turn_difference_interval
 from vista_dspy.optimize.rules.turn_fitting import TurnExample, choose_turn_model, cross_fitted_log_likelihood
 
 DOC = "Lisbon is the capital of Portugal. Lisbon has seven hills."

@@ -113,10 +113,6 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
-def fraction(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 @contextlib.contextmanager
 def run_errors(*input_errors: type[Exception]):
     """Failures of a run as one-line messages: bad input or settings, or an output folder another run holds, exit 2;

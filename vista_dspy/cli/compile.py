@@ -26,7 +26,6 @@ from .common import (
     dspy_context,
     err,
     fail,
-    fraction,
     model_setup,
     run_errors,
 )
@@ -39,7 +38,7 @@ OutDirOption = Annotated[Optional[Path], typer.Option(
     show_default=False)]
 
 
-# Over 80 lines only for its signature: typer declares each flag in it (65 lines); the body is 25.
+# Over 80 lines only for its signature: typer declares each flag in it (54 lines); the body is 20.
 @app.command(name="compile")
 def compile_command(
     context: typer.Context,
@@ -91,12 +90,6 @@ def compile_command(
     always_save: Annotated[bool, typer.Option("--always-save", help="With --study: keep a trial that fails the gate "
                                                                     "as a named program (--name), its failed gate in "
                                                                     "its meta.")] = False,
-    probe: Annotated[Optional[Path], typer.Option(help="Instead of a study: fit a program's decision rule on a "
-                                                       "recorded probe (a folder of benchmarks/probes/, see "
-                                                       "benchmarks/record_probe.py), with no LM.",
-                                                  show_default=False)] = None,
-    base_probe: Annotated[Optional[Path], typer.Option(hidden=True)] = None,
-    recipe: Annotated[str, typer.Option(hidden=True)] = "turn-model",
     compile_data: Annotated[str, typer.Option("--compile-data", hidden=True)] = "suite:compile",
     test_data: Annotated[str, typer.Option("--test-data", hidden=True)] = "suite:test",
     pool_data: Annotated[Optional[str], typer.Option("--pool-data", hidden=True)] = None,
@@ -115,10 +108,6 @@ def compile_command(
         _compile_within_budget(study_result, budget, trial_number, model=model, api_base=api_base, gguf=gguf,
                                port=port, data_dir=data_dir, name=name, out_dir=out_dir, always_save=always_save,
                                cache=cache, threads=threads)
-        return
-    if probe is not None:
-        _compile_from_probe(probe, base_probe, model=model, name=name, out_dir=out_dir, always_save=always_save,
-                            recipe=recipe)
         return
     _compile_by_study(context, model=model, budget=budget, trials=trials, n_dev=n_dev, n_test=n_test, name=name,
                       out_dir=out_dir, dry_run=dry_run, seed=seed, storage=storage, price=price, data_dir=data_dir,
@@ -244,28 +233,6 @@ def _model_string(model: str | None) -> str:
     return MODELS[model].model if model in MODELS else model or "local"
 
 
-def _compile_from_probe(probe: Path, base_probe: Path | None, *, model: str | None, name: str | None,
-                        out_dir: Path | None, always_save: bool, recipe: str, alpha: float = 0.05) -> None:
-    """``vista compile --probe``: the rule chosen and gated on a recorded probe, with no LM."""
-    from ..lm.models import program_name_for
-    from ..optimize.compile import save_compiled
-    from ..optimize.rules.probe_compile import compile_from_probe
-    from ..optimize.rules.probe_records import ProbeError
-
-    name = name or program_name_for(model)
-    try:
-        result = compile_from_probe(probe, base_probe, name=name, alpha=alpha, recipe_name=recipe,
-                                    log=lambda message: err.print(message, highlight=False))
-    except (ProbeError, ValueError) as exc:
-        raise fail(f"{probe}: {exc}") from None
-    _print_result(result)
-    if not (result.passed or always_save):
-        err.print(f"nothing saved for {name}: the seed program stays (--always-save saves it anyway)",
-                  highlight=False)
-        return
-    sys.stdout.write(f"{save_compiled(result, name, out_dir)}\n")
-
-
 def _compile_within_budget(path: Path, budget: float | None, number: int | None, *, model: str | None,
                            api_base: str | None, gguf: Path | None, port: int, data_dir: Path | None,
                            name: str | None, out_dir: Path | None, always_save: bool, cache: bool,
@@ -321,25 +288,3 @@ def _compile_within_budget(path: Path, budget: float | None, number: int | None,
     program = program_of_trial(result, picked, model=model, api_base=api_base, gguf=gguf, port=port,
                                 data_dir=data_dir, cache=cache, threads=threads)
     sys.stdout.write(f"{save_trial(result, picked, program, verdict, program_name, budget, out_dir)}\n")
-
-
-def _print_result(result) -> None:
-    """The compiled program's choices, both programs' scores on dev, and the gate's tests."""
-    meta = result.meta
-    program = result.program
-    err.print(f"compiled: options {program.options.changed() or 'the defaults'}; "
-              + (program.rule.describe() if program.rule else "no decision rule")
-              + f"; demos {meta.demos}; cost {meta.cost.get('calls')} LM calls, {meta.cost.get('seconds_choosing')} s "
-                f"choosing, {meta.cost.get('seconds_total')} s in all", highlight=False)
-    for side in ("base", "compiled"):
-        values = meta.scores.get(side, {})
-        claims = values.get("given_claims", {})
-        err.print(f"dev, {side}: turn accuracy {fraction(values.get('turn_accuracy'))}, F1 hallucinated "
-                  f"{fraction(values.get('f1_hallucinated'))}"
-                  + (f"; LM calls per judged turn {values['calls_per_turn']}" if "calls_per_turn" in values else "")
-                  + (f"; human claims: decision accuracy {fraction(claims.get('claim_decision_accuracy'))}, "
-                     f"macro-F1 {fraction(claims.get('claim_macro_f1'))}" if claims else ""), highlight=False)
-    for line in result.gate.describe():
-        err.print(line, highlight=False)
-
-

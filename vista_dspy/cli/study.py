@@ -204,8 +204,6 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
         optuna.load_study(study_name=study_name, storage=storage).set_user_attr("pool", record)
         return pool
 
-    err.print(f"study {study_name} in {storage}: {len(data.turns)} labelled turns of {len(data.dialogues)} "
-              f"dialogues ({data.name}); cost in {chosen_price.unit}", highlight=False)
     pool = LazyPool(build_pool, StudyStore(storage, study_name)) if pooled is not None else None
     with _interrupt_resumes(storage, study_name, export, command), run_errors(ValueError), lm_setup.server, \
             dspy_context(config), CallFailures(parse_retries, stop_after).active():
@@ -221,7 +219,7 @@ def priced_study(lm_setup, data, pooled, *, model: str | None, api_base: str | N
             queued = [_queued(text, recorded_trials, study_name, space) for text in queue or ()]
         except ValueError as exc:
             raise fail(f"--queue {exc}") from None
-        judge = program_judge(bases, pool, data, threads=workers, instructions=instructions, log=log)
+        judge = program_judge(bases, pool, threads=workers, instructions=instructions, log=log)
         found = run_study(judge, data, chosen_price, space=space, starts=starts, trials=trials, storage=storage,
                           study_name=study_name, seed=seed, designs=DESIGNS if designs else (),
                           start_designs=START_DESIGNS if designs else (), bases=bases,

@@ -1,10 +1,9 @@
 """Decisions paired against a base on the same turns and the same matched claims, as one Markdown table: the rows of
-``benchmarks/rule_table.py`` (rules replayed on a recorded probe) and of ``vista benchmark --systems vista,seed``
-(programs judged end to end, ``decisions_of`` their verdicts). Arithmetic over ``TurnDecision`` records: no LM call.
+``vista benchmark --systems vista,seed`` (programs judged end to end, ``decisions_of`` their verdicts). Arithmetic over ``TurnDecision`` records: no LM call.
 
 Claim columns are on the decomposed claims that carry an annotators' judgement (``judged_turns.label_claims``; a
 sentence added by coverage aside); paired tests against the base: exact McNemar on those claims and on the turns;
-the interval resamples dialogues (``rule_gate.turn_difference_interval``).
+the interval resamples dialogues (``recipes.turn_difference_interval``).
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ from typing import Any
 from ..optimize.demos import claim_scores
 from ..optimize.gate import PairedTest
 from ..optimize.rules.judged_turns import turns_of
+from ..optimize.rules.recipes import by_claim_count, paired_claims, paired_turns, turn_difference_interval
 from ..optimize.rules.rule_fitting import TurnDecision, scores
-from ..optimize.rules.rule_gate import by_claim_count, paired_claims, paired_turns, turn_difference_interval
 from ..schema import Dialogue, DialogueVerdict
 
 HEADER = ("| decisions | turn acc. | false alarms / misses | P / R / F1 (hallucinated) | claim decisions | "

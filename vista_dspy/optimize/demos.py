@@ -98,10 +98,6 @@ def claim_scores(decided: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def decision_right(decided: Sequence[str], gold: Sequence[str]) -> list[bool]:
-    return [safe(d) == safe(g) for d, g in zip(decided, gold)]
-
-
 # ---- demos -------------------------------------------------------------------------------------------------------
 DEFAULT_DEMOS: dict[str, int] = {"decompose": 6, "verify": 6, "categorize": 9}
 

@@ -9,9 +9,10 @@ decisions: ``seed_gate`` on a study's recorded letters (``vista compile``, ``vis
 significantly worse), ``anchored_gate`` on the suite runs' turns (``vista gate``: per dataset, with the turns the
 LM flipped against the tier with no LM call). Arithmetic over recorded decisions: no LM call.
 
-Also here: ``PairedTest`` (two programs on the same items, exact McNemar), ``Gate`` (the claims-and-turns test a rule
-fitted on a recorded probe is checked with, ``rule_gate``), ``ProgramMeta`` (``<name>.meta.json``), and the
-instrument's arithmetic the anchored gate reads (``turn_scores``, ``paired_frame``, ``system_table``).
+The same rule gates a decision rule fitted on a recorded probe (``rules.recipes.probe_gate``: its decisions against the
+seed's recorded ones on the same turns). Also here: ``PairedTest`` (two programs on the same items, exact McNemar, for
+the tables), ``ProgramMeta`` (``<name>.meta.json``), and the instrument's arithmetic the anchored gate reads
+(``turn_scores``, ``paired_frame``, ``system_table``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 META_VERSION = 1
-TURN_MARGIN = 0.02  # ``Gate`` with claims: turn accuracy may fall this much below the base's, no more
 GATE_MARGIN = 0.01  # the anchored gate: balanced accuracy within 1 point of the seed's
 GATE_ALPHA = 0.05
 MARGIN = GATE_MARGIN
@@ -267,62 +267,10 @@ class PairedTest(BaseModel):
         return cls(items=len(candidate), candidate_right=sum(candidate), base_right=sum(base),
                    candidate_only=test["a_only"], base_only=test["b_only"], pvalue=float(test["pvalue"]))
 
-    @classmethod
-    def of_strings(cls, candidate: str, base: str) -> PairedTest:
-        """From two strings of "1" (right) and "0" (wrong), one character per item in the same order."""
-        return cls.of([c == "1" for c in candidate], [c == "1" for c in base])
-
-    def wins(self, alpha: float, *, significant: bool = True) -> bool:
-        """Right on more items than the base, and (``significant``) p below ``alpha``."""
-        return self.candidate_only > self.base_only and (not significant or alpha >= 1 or self.pvalue < alpha)
-
     def describe(self, what: str, candidate: str = "compiled", base: str = "base") -> str:
         return (f"{what}: {candidate} {self.candidate_right}/{self.items} right, {base} {self.base_right}/"
                 f"{self.items}; right only with the {candidate} {self.candidate_only}, only with the {base} "
                 f"{self.base_only}; exact McNemar p = {self.pvalue:.3f}")
-
-
-class Gate(BaseModel):
-    """Claims and turns of a candidate against its base on the same items: with claims, it passes when its claim
-    decisions are significantly better (p < alpha) and its turn accuracy is not below the base's by more than
-    ``turn_margin``; without, when its turns are significantly better. What a rule fitted on a recorded probe is
-    checked with (``rule_gate``); the gate that decides what ships is the anchored one."""
-
-    model_config = ConfigDict(frozen=True)
-
-    alpha: float
-    turns: PairedTest | None = None
-    claims: PairedTest | None = None
-    base: str = "seed"
-    turn_margin: float = TURN_MARGIN
-
-    @property
-    def turns_within_margin(self) -> bool:
-        """Turn accuracy not below the base's by more than ``turn_margin``."""
-        return (self.turns is not None and self.turns.items > 0
-                and (self.turns.candidate_right - self.turns.base_right) / self.turns.items >= -self.turn_margin)
-
-    @property
-    def passed(self) -> bool:
-        if self.turns is None:
-            return False
-        if self.claims is None:
-            return self.turns.wins(self.alpha)
-        return self.turns_within_margin and self.claims.wins(self.alpha)
-
-    def describe(self, candidate: str = "compiled program") -> list[str]:
-        """One line per test, then the verdict."""
-        base = f"{self.base} program"
-        lines = [test.describe(what, candidate, base) for what, test in (("turns", self.turns),
-                                                                         ("claim decisions", self.claims)) if test]
-        rule = (f"significantly better claim decisions, turn accuracy at most {self.turn_margin:.0%} below the "
-                f"{base}'s" if self.claims is not None else "significantly more turns right")
-        lines.append(f"gate ({rule}, alpha {self.alpha}): {'passed' if self.passed else 'failed'}"
-                     if self.turns is not None else "gate: no paired turns to test (failed)")
-        return lines
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.model_dump(), "passed": self.passed}
 
 
 class ProgramMeta(BaseModel):
@@ -340,8 +288,8 @@ class ProgramMeta(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
     dev: dict[str, Any] = Field(default_factory=dict)
-    scores: dict[str, Any] = Field(default_factory=dict)  # base and compiled, on dev
-    gate: dict[str, Any] = Field(default_factory=dict)  # Gate.as_dict()
+    scores: dict[str, Any] = Field(default_factory=dict)  # base and compiled, on the data choices were made on
+    gate: dict[str, Any] = Field(default_factory=dict)  # SeedGate.as_dict(): the gate against the seed
     # The instrument's gate (``instrument.anchored_gate``): against the seed on the suite's compile part.
     anchored_gate: dict[str, Any] | None = None
     choice: dict[str, Any] = Field(default_factory=dict)  # the numbers each choice was made with

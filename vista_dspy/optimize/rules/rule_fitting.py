@@ -1,6 +1,6 @@
 """Fitting a decision rule (``decision``) on judged claims (``judged_turns``), cross-fitted by dialogue
-(``cross_fitting``), and scoring it on turns; the ``rule`` optimizer (``compile_rule``). Fitting is arithmetic on
-saved answers: no LM call.
+(``cross_fitting``), and scoring it on turns (the recipes that choose a rule are ``recipes``'). Fitting is arithmetic
+on saved answers: no LM call.
 
 Every decision here goes through ``decision.decide``, as in the deployed program. A replay decides the base
 program's answers again under a rule; the knowledge store stays the base's (a live run accumulates the rule's
@@ -28,9 +28,9 @@ from ...decision import (
     turn_flip,
 )
 from ...evidence import CUES
-from ...schema import Category, Dialogue, DialogueVerdict
+from ...schema import Category
 from .cross_fitting import cross_fit
-from .judged_turns import UNSAFE_GOLD, ClaimRow, TurnRows, turns_of
+from .judged_turns import UNSAFE_GOLD, ClaimRow, TurnRows
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "evidence": CUES,
@@ -205,94 +205,3 @@ def scores(decided: Sequence[TurnDecision]) -> dict[str, Any]:
     categories, gold = claim_decisions(decided)
     return {**turn_scores(decided), "claims": claim_scores(categories, gold),
             "calls_per_turn": round(calls_per_turn(decided), 2)}
-
-
-def choose_rule(turns: Sequence[TurnRows], fold_of: Mapping[str, int], *, alpha: float = 0.05, C: float = DEFAULT_C,
-                log: Callable[[str], None] = lambda message: None) -> tuple[DecisionRule, dict[str, Any]]:
-    """The rule for these turns, every choice cross-fitted by ``fold_of`` (no turn decided by a rule fitted on its
-    own dialogue): the feature set whose decisions give the most turns their gold label (then the most claim
-    decisions; ties: the fewer features), then the widest cascade band whose claim decisions are not significantly
-    worse (exact McNemar, ``alpha``) than asking the judge about every claim, fitted again on all ``turns``.
-    Returns (rule, the numbers of every choice)."""
-    from ..demos import decision_right
-    from ..gate import PairedTest
-
-    record: dict[str, Any] = {"turns": len(turns), "seed": scores(replay(turns, None))}
-    has_probabilities = any(r.verify is not None for t in turns for r in t.rows)
-    candidates = {name: names for name, names in FEATURE_SETS.items()
-                  if has_probabilities or not any(n in JUDGE_FEATURES for n in names)}
-    if not has_probabilities:
-        record["note"] = "the endpoint gave no label probabilities: an evidence-only rule"
-    decided: dict[str, list[TurnDecision]] = {}
-    for name, names in candidates.items():
-        decided[name] = cross_fitted(turns, fold_of, lambda part, names=names: fit_rule(part, names, C=C))[0]
-        record[name] = scores(decided[name])
-        log(f"   {name}: turns {record[name]['accuracy']:.3f}, claim decisions "
-            f"{record[name]['claims'].get('decision_accuracy', 0):.3f}")
-    chosen = max(candidates, key=lambda n: (record[n]["accuracy"],
-                                            record[n]["claims"].get("decision_accuracy", 0), -len(candidates[n])))
-    record["chosen"] = chosen
-    rule = fit_rule(turns, candidates[chosen], C=C)
-    if rule.judged is None:  # the judge's answers do not help: the cues decide every claim, and nothing is asked
-        record["cascade_chosen"] = "every claim (evidence only)"
-        return _described(rule.evidence_only(), turns, chosen), record
-    # The cascade: the widest band that asks fewer questions without significantly worse claim decisions.
-    full_categories, gold = claim_decisions(decided[chosen])
-    full_right = decision_right(full_categories, gold)
-    band_record: dict[str, Any] = {}
-    best: Band | None = None
-    for band in BANDS:
-        trial = cross_fitted(turns, fold_of, lambda part, band=band: with_cascade(
-            fit_rule(part, candidates[chosen], C=C), band))[0]
-        categories, _ = claim_decisions(trial)
-        test = PairedTest.of(decision_right(categories, gold), full_right)
-        worse = test.base_only > test.candidate_only and test.pvalue < alpha
-        band_record[f"{band.low:.2f}-{band.high:.2f}"] = {**scores(trial), "against_no_cascade":
-                                                         test.model_dump(), "kept": not worse}
-        if not worse:
-            best = band
-    record["cascade"] = band_record
-    record["cascade_chosen"] = f"{best.low:.2f}-{best.high:.2f}" if best else None
-    return _described(with_cascade(rule, best), turns, chosen), record
-
-
-def _described(rule: DecisionRule, turns: Sequence[TurnRows], features: str) -> DecisionRule:
-    return DecisionRule.model_validate({**rule.model_dump(), "fitted": {
-        "turns": len(turns), "claims": sum(r.gold is not None for t in turns for r in t.rows),
-        "source": "decomposed claims, labelled through the human claims they match", "features": features}})
-
-
-def compile_rule(base, train: Sequence[Dialogue], *, folds: int = 2, seed: int = 0, threads: int = 1,
-                 alpha: float = 0.05, meter=None, log: Callable[[str], None] = lambda message: None):
-    """The ``rule`` optimizer: ``base`` judges every training dialogue end to end once, with label probabilities
-    and exactly its own calls (Categorize for the claims Verify did not verify), then ``choose_rule`` on those
-    answers. Returns (``base`` with the rule, the numbers of every choice). Demos and instructions stay the
-    base's."""
-    import dspy
-
-    from ...run.runner import Threads, evaluate
-    from .cross_fitting import folds as make_folds
-
-    def progress(verdict: DialogueVerdict) -> None:
-        if meter is not None:
-            meter.usage.merge(verdict.usage)
-        done.append(verdict.dialogue_id)
-        log(f"    {len(done)}/{len(train)} dialogues ({verdict.dialogue_id}, {verdict.usage.total.calls} LM calls)")
-
-    done: list[str] = []
-    log(f"1/2 the {base.program_name} program judges the {len(train)} training dialogues end to end (label "
-        "probabilities)")
-    result = evaluate(train, base.with_options(given_claims=False, categorize_all=False),
-                      Threads(dspy.settings.lm, dspy.settings.adapter, threads), on_done=progress)
-    if result.interrupted:
-        raise KeyboardInterrupt
-    verdicts = result.verdicts
-    turns = turns_of(verdicts, {d.id: d for d in train})
-    fold_of = {d.id: f for f, fold in enumerate(make_folds(train, folds, seed)) for d in fold}
-    log(f"2/2 decision rules on {sum(len(t.rows) for t in turns)} decomposed claims of {len(turns)} turns, "
-        f"cross-fitted over {folds} folds of dialogues")
-    rule, record = choose_rule(turns, fold_of, alpha=alpha, log=log)
-    log(f"   chosen: {record['chosen']}; cascade {record.get('cascade_chosen')}")
-    program = base.deepcopy()
-    program.rule = rule
-    return program, record

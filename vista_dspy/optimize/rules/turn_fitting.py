@@ -3,7 +3,7 @@ it reads is chosen by cross-fitted log-likelihood, not by accuracy at a threshol
 model is fitted for probabilities, so no knob is tuned on the turns that report the gain).
 
 The P(unsafe) a turn model is fitted on must come from claim models that did not see the turn's dialogue
-(``rule_gate`` passes the cross-fitted decisions of its threshold search); only turns with a gold label, at least one
+(``recipes`` passes the cross-fitted decisions of its threshold search); only turns with a gold label, at least one
 claim decided with a P(unsafe) and no claim unsafe are fitted on, since those are the turns the model decides.
 The choice among the candidates splits those turns by dialogue (a hash of its id, salted per repeat), one copy of
 each turn (``one_per_turn``): no dialogue's turns sit on both sides of a split.

@@ -10,10 +10,11 @@ a Pareto front, not one winner (``result``: the front, a pick within a budget, t
   instructions (their own, or the same rules in fewer words); which program it starts from (the seed,
   or the model's compiled program) and, for a program with a decision rule, the cascade's band. Each ``Choice`` says
   what it changes in the program, in words the study page prints.
-- **The objective data** come through one interface, ``Judge``: given a trial's choices, the candidate's verdicts
-  on the objective's labelled dialogues (``ObjectiveData``, e.g. the suite's compile part), each verdict with the
-  usage of the calls that reached the model. ``program_judge`` is the one that runs a program (the LM cache off:
-  a cached answer costs nothing); tests give any function with that signature.
+- **The objective data** come through one interface, ``Judge``: given a trial's choices and the objective's labelled
+  dialogues (``ObjectiveData``, e.g. the suite's compile part: ``run_study`` hands them over, so that they enter this
+  module once more after they are built), the candidate's verdicts, each with the usage of the calls that reached
+  the model. ``program_judge`` is the one that runs a program (the LM cache off: a cached answer costs nothing);
+  tests give any function with that signature.
 - **The design** (``plan``): a new study first measures the starting programs (the seed; the model's shipped
   program), each with a few changes, then the seed with one choice changed at a time (what each lever costs and buys
   on its own), then lets optuna's multi-objective TPE sample. Storage makes it resumable, and the study keeps the
@@ -231,11 +232,11 @@ class ObjectiveData:
         return {**record, "sha256": hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()}
 
 
-# Given a trial's choices, the candidate's verdicts on the objective dialogues, each with its calls' usage.
-Judge = Callable[[Mapping[str, Any]], Sequence[DialogueVerdict]]
+# Given a trial's choices and the objective data, the candidate's verdicts on its dialogues, each with its calls' usage.
+Judge = Callable[[Mapping[str, Any], ObjectiveData], Sequence[DialogueVerdict]]
 
 
-def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: ObjectiveData, *, threads: int = 1,
+def program_judge(bases: Mapping[str, Vista], pool: Pool | None, *, threads: int = 1,
                   instructions: Mapping[str, Mapping[str, str]] | None = None,
                   log: Callable[[str], None] = lambda message: None) -> Judge:
     """The ``Judge`` that builds each trial's program (``candidate``) and runs it as ``vista evaluate`` does, with the
@@ -244,7 +245,7 @@ def program_judge(bases: Mapping[str, Vista], pool: Pool | None, data: Objective
 
     from ...run.runner import Threads, evaluate
 
-    def judge(params: Mapping[str, Any]) -> list[DialogueVerdict]:
+    def judge(params: Mapping[str, Any], data: ObjectiveData) -> list[DialogueVerdict]:
         program = candidate(bases, pool, params, instructions)
         lm = dspy.settings.lm
         fresh = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
@@ -371,6 +372,8 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
 
     study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
                                 directions=[direction for _, direction in OBJECTIVES])
+    log(f"study {study_name}" + (f" in {storage}" if storage else "") + f": {len(data.turns)} labelled turns of "
+        f"{len(data.dialogues)} dialogues ({data.name}); cost in {price.unit}")
     described = data.describe()
     if study.trials:
         recorded = study.user_attrs.get("data", {}).get("sha256")
@@ -403,7 +406,7 @@ def run_study(judge: Judge, data: ObjectiveData, price: Price, *, space: Sequenc
         params = suggest(trial, space, bases) if bases else {c.name: c.suggest(trial) for c in space}
         log(f"trial {trial.number}: {params}")
         try:
-            verdicts = judge(params)
+            verdicts = judge(params, data)
         except Exception as exc:  # optuna marks it failed; a resumed study runs it again (requeue_unfinished)
             log(f"trial {trial.number} failed ({type(exc).__name__}: {exc}); a rerun of the study runs it again")
             raise

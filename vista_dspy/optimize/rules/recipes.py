@@ -1,44 +1,38 @@
-"""One rule for claims and turns, and the gate a rule-compiled program must pass, computed from a recorded probe (no
-LM call): the arithmetic that ``vista compile --probe DIR`` and ``benchmarks/rule_table.py`` run.
+"""Recipes that choose a decision rule on judged turns with no LM call (a recorded probe, or the annotators' claims),
+and what compares their decisions with the seed's on the same turns: what ``benchmarks/refit_compile_part.py`` (the
+shipped rules) and ``experiments/paired_table.py`` run.
 
 - ``fit_for_turns`` (``"threshold"``): the rule's models fitted on the claims of some turns, then two thresholds
-  chosen on cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim threshold for
-  the claim decisions, then the lower turn threshold for the most doubtful claim of each turn
+  chosen on cross-fitted P(unsafe) (no claim's probability comes from a model that saw its dialogue): the claim
+  threshold for the claim decisions, then the lower turn threshold for the most doubtful claim of each turn
   (``decision.most_doubtful``) for the turn labels. A turn needs every unsafe claim found; a claim only its own.
-- ``two_fold``: every turn decided by a recipe run on the other half of the file only.
 - ``fit_for_turns`` (``"model"``) / ``choose_turn_model_rule``: the claim threshold as above and a turn model
   (``turn_fitting``) in place of the turn threshold.
-- ``gate``: claim decisions significantly better than the base's (exact McNemar on the claims both decided, each
-  with an annotators' judgement) and turn accuracy not worse by more than ``TURN_MARGIN``; beside it the turn
-  difference's bootstrap interval and the turns per claim count.
-``probe_compile`` runs these on a recorded live probe for ``vista compile --probe``.
+- ``two_fold``: every turn decided by a recipe run on the other half of the turns only.
+- ``probe_gate``: the one gate (``gate.seed_gate``: non-inferior to the seed within the margin, paired bootstrap over
+  dialogues) of such decisions against the seed's own on the same turns; ``paired_turns`` / ``paired_claims``,
+  ``turn_difference_interval`` and ``by_claim_count`` for the tables that read them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...decision import UNSAFE_CATEGORIES, Band, DecisionRule, may_be_unsafe, most_doubtful, unsafe_by_its_figures
-from ..gate import TURN_MARGIN, Gate, PairedTest
+from ...decision import UNSAFE_CATEGORIES, DecisionRule, may_be_unsafe, most_doubtful, unsafe_by_its_figures
+from ..gate import SeedGate
 from .cross_fitting import random_halves
 from .judged_turns import TurnRows
 from .rule_fitting import (
-    BANDS,
     FEATURE_SETS,
     THRESHOLDS,
     TurnDecision,
-    calls_per_turn,
     cross_fitted,
     fit_rule,
     replay,
-    scores,
     turn_rights,
     with_cascade,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def at_thresholds(decided: Sequence[TurnDecision], claim: float, turn: float | None) -> list[tuple[list[str], str]]:
@@ -263,55 +257,29 @@ def by_claim_count(decided: Sequence[TurnDecision]) -> dict[str, dict[str, int]]
     return dict(sorted(groups.items()))
 
 
-def gate(candidate: Sequence[TurnDecision], base: Sequence[TurnDecision], *, alpha: float = 0.05,
-         margin: float = TURN_MARGIN, base_name: str = "seed") -> Gate:
-    """``gate.Gate`` of ``candidate`` against ``base`` on the same turns: claims significantly better, turns not
-    worse by more than ``margin``."""
-    claims = PairedTest.of(*paired_claims(candidate, base))
-    turns = PairedTest.of(*paired_turns(candidate, base))
-    return Gate(alpha=alpha, turns=turns, claims=claims, base=base_name, turn_margin=margin)
+def probe_gate(candidate: Sequence[TurnDecision], seed: Sequence[TurnDecision], *, name: str = "candidate"
+               ) -> SeedGate:
+    """The anchored gate (``gate.seed_gate``, the study's and ``vista compile``'s) of ``candidate``'s decisions against
+    the seed's on the turns both decided that carry a gold turn label (the seed's from its own recorded probe: the
+    judge's labels, no rule), paired by dialogue; claims paired by dialogue, turn and normalised text
+    (``study.claim_key``) where both hold the claim with an annotators' judgement (units of other kinds, e.g. the
+    turn's sentences against decomposed claims, share few)."""
+    from ..gate import seed_gate
+    from ..study.run import LABEL_LETTERS, claim_key
 
+    def letters(decided: Sequence[TurnDecision]) -> tuple[dict[tuple[str, int], str], dict[str, str]]:
+        turns = {(d.turn.dialogue_id, d.turn.turn_index): LABEL_LETTERS.get(d.label, "u") for d in decided
+                 if d.turn.gold_label in LABEL_LETTERS}
+        claims = {claim_key(d.turn.dialogue_id, d.turn.turn_index, r.claim):
+                  ("u" if r.gold in UNSAFE_CATEGORIES else "s") + ("u" if c in UNSAFE_CATEGORIES else "s")
+                  for d in decided for c, r in zip(d.categories, d.turn.rows)
+                  if r.gold is not None and r.claim and r.cues.get("coverage", 0.0) == 0.0}
+        return turns, claims
 
-def seed_decisions(turns: Sequence[TurnRows]) -> list[TurnDecision]:
-    """The judge's own labels (the seed program, no rule)."""
-    return replay(turns, None)
-
-
-def summary(decided: Sequence[TurnDecision]) -> dict[str, Any]:
-    """Turn and claim scores under the names a program's meta uses (``optimize.DevScore``'s)."""
-    s = scores(decided)
-    claims = s["claims"]
-    return {"turns": s["turns"], "turn_accuracy": s["accuracy"], "precision_hallucinated": s["precision"],
-            "recall_hallucinated": s["recall"], "f1_hallucinated": s["f1"], "false_alarms": s["false_alarms"],
-            "misses": s["misses"], "calls_per_turn": s["calls_per_turn"], "given_claims": {
-                "claims": claims.get("claims"), "claim_decision_accuracy": claims.get("decision_accuracy"),
-                "claim_accuracy": claims.get("accuracy"), "claim_macro_f1": claims.get("macro_f1")}}
-
-
-# ---- compiling from a recorded probe ---------------------------------------------------------------------------------
-CASCADE_CALLS = 0.6  # the cascade goes in only if LM calls per judged turn fall to this share of the base's ...
-CASCADE_TURNS = 0.02  # ... at turn accuracy within this of the rule without it
-
-
-def cascade_choice(turns: Sequence[TurnRows], half_of: Mapping[str, str], recipe: Recipe,
-                   decided: Sequence[TurnDecision], base: Sequence[TurnDecision]
-                   ) -> tuple[Band | None, list[TurnDecision] | None, dict[str, Any]]:
-    """The widest cascade band (``rule_fitting.BANDS``) whose two-fold decisions ask at most ``CASCADE_CALLS`` of
-    the base's LM calls per judged turn at turn accuracy within ``CASCADE_TURNS`` of ``decided`` (the rule without
-    a cascade), with those decisions and the numbers of every band tried; (None, None, ...) when no band does."""
-    without = scores(decided)["accuracy"]
-    ceiling = CASCADE_CALLS * calls_per_turn(base)
-    record: dict[str, Any] = {"calls_ceiling": round(ceiling, 2), "turn_accuracy_floor": round(without -
-                                                                                              CASCADE_TURNS, 4)}
-    chosen, chosen_decisions = None, None
-    for band in reversed(BANDS):
-        trial, _ = two_fold(turns, half_of, lambda part, band=band: with_cascade(recipe(part), band))
-        s = scores(trial)
-        ok = s["calls_per_turn"] <= ceiling and s["accuracy"] >= without - CASCADE_TURNS
-        record[f"{band.low:.2f}-{band.high:.2f}"] = {"turn_accuracy": s["accuracy"], "calls_per_turn":
-                                                     s["calls_per_turn"], "kept": ok}
-        if ok:
-            chosen, chosen_decisions = band, trial
-            break
-    record["chosen"] = f"{chosen.low:.2f}-{chosen.high:.2f}" if chosen else None
-    return chosen, chosen_decisions, record
+    (mine, my_claims), (theirs, their_claims) = letters(candidate), letters(seed)
+    gold = {(d.turn.dialogue_id, d.turn.turn_index): LABEL_LETTERS[d.turn.gold_label] for d in candidate
+            if d.turn.gold_label in LABEL_LETTERS}
+    common = [k for k in mine if k in theirs]
+    return seed_gate([(k[0], gold[k]) for k in common], "".join(mine[k] for k in common),
+                     "".join(theirs[k] for k in common), candidate_claims=my_claims, seed_claims=their_claims,
+                     name=name)
