@@ -7,7 +7,7 @@
 
 A table sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; the text around the markers is prose and
 is left as it is. The records read: ``probes/suite-*/`` (the instrument), ``fronts/*.json`` (the priced studies),
-``vista_dspy/compiled/*.meta.json`` (what ships), ``turn_cost/*.json``.
+``compiles/*/`` (the one compile of each embedded model), ``vista_dspy/compiled/*.meta.json`` (what ships).
 
 **When a new program ships**: record its runs of both parts (``record_suite_probe.py RUN-COMPILE RUN-TEST vista
 local-1.5b-NAME ...``; a record that arrived as plain ``turns.jsonl`` is gzipped by ``--compress``), then change the
@@ -45,7 +45,6 @@ RECORDS = {
 # Records whose usage is not their cost (their answers came from an answer cache an earlier run filled): none today.
 NO_COST: set[str] = set()
 STUDIES = ("local-1.5b", "local-0.5b")           # fronts/NAME.json
-TURN_COST = HERE / "turn_cost" / "turn_cost-2026-12-02.json"
 DATASETS = {"begin": "BEGIN", "fade": "FADE", "faithdial-audit": "FaithDial audit", "vista-human": "dev half",
             "pooled": "**pooled**"}
 PARTS = ("compile", "test")
@@ -288,26 +287,6 @@ def compiles_table() -> Table:
     return Table("compiles", "the one compile of each embedded model", pd.DataFrame(rows))
 
 
-def turn_cost_table() -> Table:
-    record = json.loads(TURN_COST.read_text())
-    rows = []
-    for variant, v in record["variants"].items():
-        stages, total = v.get("stages", {}), v["total"]
-        rows.append({"program (2026-12-02)": variant,
-                     "LM calls: Decompose / Verify / Categorize": " / ".join(
-                         f"{stages[s]['calls']:.2f}" if s in stages else "0" for s in ("decompose", "verify", "categorize")),
-                     "prompt tokens read": f"{total['uncached_prompt_tokens']:.1f}",
-                     "written tokens: Decompose / Verify / Categorize / all": " / ".join(
-                         f"{stages[s]['written_tokens']:.1f}" if s in stages else "0"
-                         for s in ("decompose", "verify", "categorize")) + f" / {total['written_tokens']:.1f}",
-                     "model s: Decompose / all": f"{stages['decompose']['model_seconds']:.2f} / "
-                                                 f"{total['model_seconds']:.2f}" if "decompose" in stages
-                                                 else f"0 / {total['model_seconds']:.2f}",
-                     "turns right": f"{v['turns_right']} / {v['turns_scored']}"})
-    return Table("turn-cost", "model cost per judged turn and stage (issue 41's programs)", pd.DataFrame(rows),
-                 [f"{record['dialogues']} dialogues of the annotated {record['data']}, per judged turn."])
-
-
 def headline(tables: dict[str, Table]) -> Table:
     """README's numbers: the default beside the seed, the no-LM tier and the baselines, on both parts."""
     rows = []
@@ -333,14 +312,14 @@ def all_tables() -> dict[str, Table]:
         tables += [*part_tables(turns, part), gate_table(turns, part)]
     shipped = shipped_settings()
     tables += [front_table(name, shipped) for name in STUDIES]
-    tables += [shipped_table(), compiles_table(), turn_cost_table()]
+    tables += [shipped_table(), compiles_table()]
     found = {t.name: t for t in tables}
     for kind, title in (("pooled", "both parts, pooled"), ("cost", "cost per judged turn on the instrument")):
         frame = pd.concat([found.pop(f"{part}-{kind}").frame.assign(part=part) for part in PARTS], ignore_index=True)
         found[kind] = Table(kind, title, frame[["part", *[c for c in frame.columns if c != "part"]]])
     found["headline"] = headline(found)
     order = ["headline", "shipped", "suite", "compile-datasets", "test-datasets", "pooled", "compile-gate", "test-gate",
-             *[f"front-{name}" for name in STUDIES], "compiles", "cost", "turn-cost"]  # RESULTS.md's order, for the page
+             *[f"front-{name}" for name in STUDIES], "compiles", "cost"]  # RESULTS.md's order, for the page
     return {**{name: found[name] for name in order}, **found}
 
 

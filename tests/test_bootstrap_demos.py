@@ -125,7 +125,7 @@ def test_a_study_measures_bootstrapped_demos_and_a_resumed_study_does_not_build_
         assert "bootstrap" in next(c for c in space if c.name == "source_categorize").values
         assert "bootstrap" not in next(c for c in space if c.name == "source_decompose").values
         with dspy.context(lm=priced_lm(PricedEngine()), adapter=dspy.JSONAdapter()):  # it reports its server time
-            return studies.run_study(studies.program_judge(bases, pool, data), data, SERVER_TIME, space=space,
+            return studies.run_study(studies.program_judge(bases, pool), data, SERVER_TIME, space=space,
                                      starts={"seed": studies.base_params("seed", bases["seed"], space)},
                                      trials=trials, storage=storage, study_name="s", designs=designs, bases=bases)
 

@@ -374,11 +374,11 @@ def test_an_interrupted_study_says_how_to_resume_exits_130_and_the_rerun_complet
     def judge_interrupted_once(*args, **kwargs):
         judge = real_judge(*args, **kwargs)
 
-        def judged(params):
+        def judged(params, data):
             calls.append(params)
             if len(calls) == 2:  # Ctrl-C during the second trial
                 raise KeyboardInterrupt
-            return judge(params)
+            return judge(params, data)
         return judged
 
     monkeypatch.setattr(studies, "program_judge", judge_interrupted_once)

@@ -15,7 +15,6 @@ NARROW_BANDS: tuple[str, ...] = ("0.30-0.70", "0.35-0.65", "0.40-0.60", "0.45-0.
 # The seed with one choice changed at a time (those of the study's space), after the starting programs.
 DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
     ({"units": "sentences"}, "the turn's sentences as units (no Decompose call)"),
-    ({"units": "clauses"}, "the turn's clauses as units (no Decompose call)"),
     ({"explain_unverified": False}, "label-only answers from Categorize"),
     ({"claim_calls": "batched"}, "a turn's claims in one Verify and one Categorize call"),
     ({"demos_decompose": 2, "demos_verify": 2, "demos_categorize": 3}, "a third of the demos"),
@@ -24,6 +23,7 @@ DESIGNS: tuple[tuple[dict[str, Any], str], ...] = (
     ({"source_verify": "pool", "source_categorize": "pool"}, "Verify / Categorize demos from the pool"),
     ({"source_verify": "bootstrap", "source_categorize": "bootstrap"}, "Verify / Categorize demos by BootstrapFewShot"),
     ({"source_decompose": "pool"}, "Decompose demos from human claim lists"),
+    ({"units": "clauses"}, "the turn's clauses as units (no Decompose call)"),
 )
 
 
