@@ -281,9 +281,10 @@ def dialogues_growth(judge, endpoint: Endpoint, rows: list) -> dict:
     throughput and the resident memory after a collection."""
     import dspy
 
+    from vista_dspy.cli.common import without_call_history
     from vista_dspy.lm.clients.adapters import build_adapter
 
-    dspy.configure(disable_history=True)  # as `vista evaluate` (a run keeps no call history)
+    without_call_history()  # as `vista evaluate`: a run keeps no call history and no DSPy trace
     dialogues = [wow_dialogue(rows, 2, start=2 * i, name="run") for i in range(DIALOGUES[-1])]
     cold()
     points = []
@@ -428,11 +429,11 @@ def main() -> int:
                         help="run these growths only (default: all three)")
     args = parser.parse_args()
 
-    import dspy
 
+    from vista_dspy.cli.common import without_call_history
     from vista_dspy.data.location import data_dir
 
-    dspy.configure(disable_history=True)
+    without_call_history()
     data = args.data or data_dir(ROOT)
     rows = begin_rows(data)
     passages = knowledge_passages(rows)

@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)  # every row pays its own calls
-    dspy.configure(disable_history=True)
+    from vista_dspy.cli.common import without_call_history
+
+    without_call_history()
     call = batch(args.data, args.prompts, args.generations)
     print(f"{args.prompts} prompts x {args.generations} completions from {args.data}; Python "
           f"{platform.python_version()}, dspy {dspy.__version__}, {os.cpu_count()} CPUs", flush=True)

@@ -279,10 +279,11 @@ def evidence_only_notice(judge, console: Console):
 def without_call_history() -> None:
     """A batch command keeps no history of LM calls: DSPy keeps the last 10,000 calls' prompts and answers for
     ``inspect_history`` (globally, per LM, per module and per predictor), over 1 GB in a 20,000-dialogue run
-    (benchmarks/faults.py), and nothing in a command reads them."""
+    (benchmarks/faults.py), and nothing in a command reads them; nor DSPy's trace, the last 10,000 predictor calls'
+    inputs and predictions (a teleprompter, or the demo pool, opens its own with ``dspy.context(trace=[])``)."""
     import dspy
 
-    dspy.configure(disable_history=True)
+    dspy.configure(disable_history=True, trace=None)
 
 
 def progress_bar():

@@ -228,7 +228,7 @@ class JudgeActor:
         if self.lm is None:
             self._connect()
         dialogue = Dialogue.model_validate_json(dialogue_json)
-        with dspy.context(lm=self.lm, adapter=self.adapter), self.failures.active():
+        with dspy.context(lm=self.lm, adapter=self.adapter, trace=None), self.failures.active():
             verdict = self.program(dialogue)
         return self.node, verdict.model_dump_json()
 

@@ -125,7 +125,8 @@ class VistaMetric:
         """VISTA's verdict on a whole dialogue under the judge's LM (its usage counted, its failures listed)."""
         self.start()
         try:
-            with dspy.context(lm=self.lm, adapter=self.adapter), self.calls.active():
+            # No trace: the judge's own calls are not the student's (an optimizer reads its trace for demos).
+            with dspy.context(lm=self.lm, adapter=self.adapter, trace=None), self.calls.active():
                 verdict = self.judge(dialogue)
         except EndpointDown as exc:
             raise JudgeEndpointDown(str(exc)) from None

@@ -148,7 +148,8 @@ class Threads:
         adapter = self.adapter or build_adapter("json")
 
         def judge_one(dialogue: Dialogue) -> DialogueVerdict:
-            with dspy.context(lm=self.lm, adapter=adapter), failures.active():
+            # No DSPy trace: nothing reads a judged dialogue's predictor calls, and the global one keeps 10,000.
+            with dspy.context(lm=self.lm, adapter=adapter, trace=None), failures.active():
                 return judge(dialogue)
 
         try:
@@ -336,7 +337,7 @@ async def _judge_async(todo: Sequence[Dialogue], program: StagedModule, lm: dspy
     async def worker() -> None:
         for dialogue in queue:  # shared iterator: each dialogue is taken by exactly one worker
             PRIORITY.set(-len(dialogue.turns))  # the longest dialogues' requests first (their chains set wall time)
-            with dspy.context(lm=lm, adapter=adapter):
+            with dspy.context(lm=lm, adapter=adapter, trace=None):
                 verdict = await program.acall(dialogue)
             record(verdict)
 
