@@ -203,7 +203,7 @@ def test_compile_from_the_installed_read_only_package_writes_outside_it_and_find
         programs = Path(installed["env"]["HOME"]) / ".local" / "share" / "vista-dspy" / "programs"
         assert done.stdout == f"{programs / 'openai_fake.json'}\n"
         assert {p.name for p in programs.iterdir()} == {"openai_fake.json", "openai_fake.meta.json",
-                                                        "openai_fake.card.md", "openai_fake.card.html"}
+                                                        "openai_fake.card.md", "openai_fake.card.html", "openai_fake.study.json"}
         assert sorted(str(p.relative_to(package)) for p in package.rglob("*")) == before
         found = run(installed, installed["python"], "-c",
                     "from vista_dspy import Vista; print(Vista.for_model('openai/fake').program_name)")
