@@ -18,14 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from write_anchor import row_letter  # noqa: E402
+
 from vista_dspy.data.records import read_jsonl_records  # noqa: E402
-from vista_dspy.optimize.study import LABEL_LETTERS  # noqa: E402
 
 
 def record_letters(name: str) -> dict[tuple[str, int], str]:
     rows = read_jsonl_records(ROOT / "benchmarks" / "probes" / name / "turns.jsonl")
-    return {(r["dialogue_id"], r["turn_index"]): "u" if r.get("error") else LABEL_LETTERS.get(r["label"], "u")
-            for r in rows}
+    return {(r["dialogue_id"], r["turn_index"]): row_letter(r) for r in rows}
 
 
 def compare(result: dict, trial: int, record: str) -> tuple[int, int, list[str]]:

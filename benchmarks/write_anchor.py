@@ -23,6 +23,11 @@ from vista_dspy.optimize.seed_program import build_seed_program  # noqa: E402
 from vista_dspy.optimize.study import LABEL_LETTERS  # noqa: E402
 
 
+def row_letter(row: dict) -> str:
+    """A recorded turn's label as the study's letter: h, f, or u (unknown, or the turn failed)."""
+    return "u" if row.get("error") else LABEL_LETTERS.get(row["label"], "u")
+
+
 def anchor_record(probe: Path) -> dict:
     meta = json.loads((probe / "probe.json").read_text())
     seed_hash = build_seed_program().content_hash()
@@ -33,7 +38,7 @@ def anchor_record(probe: Path) -> dict:
     if untimed:
         raise SystemExit(f"{probe}: {len(untimed)} turns carry no server timings (e.g. {untimed[0]})")
     turns = sorted([r["part"], r["dataset"], r["dialogue_id"], r["turn_index"],
-                    "u" if r.get("error") else LABEL_LETTERS.get(r["label"], "u"),
+                    row_letter(r),
                     round(r["usage"].get("model_ms", 0.0) / 1000.0, 3)] for r in rows)
     source = f"instrument record {probe.name} ({meta.get('commit')}; {meta.get('model')})"
     return {"format": ANCHOR_FORMAT, "source": source, "program": "seed", "program_sha256": seed_hash,
